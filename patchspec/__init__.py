@@ -1,0 +1,1 @@
+"""patchspec: declarative, release-aware patches for installed vLLM and vllm-gaudi sources."""

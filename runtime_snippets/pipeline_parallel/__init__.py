@@ -1,0 +1,10 @@
+"""Pipeline parallelism over the host network: the hooks that patched vLLM and vllm-gaudi files call.
+
+Every name listed here is a hook a spec may name as ``_pp.<name>``. Each is inert at pipeline size 1.
+Submodules import vLLM lazily: these hooks are imported while vLLM's own modules are being imported.
+"""
+# --- stage-to-stage transfer (transfer.py) ---
+
+# --- scheduler microbatches and per-stage loading (scheduler.py, loader.py) ---
+
+# --- HPU runner, HPU graphs and worker start-up (runner.py, graphs.py, worker.py) ---

@@ -1,0 +1,42 @@
+"""Shared fixtures: real release roots (cached), and the vllm-gaudi checkout when one is given."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from patchspec.cache import git_tag_root, pypi_root
+
+REPO = Path(__file__).resolve().parent.parent
+GAUDI_ENV = "PATCHSPEC_VLLM_GAUDI"
+
+
+@pytest.fixture(scope="session")
+def vllm_release():
+    """``vllm_release("0.30.0")``: a read-only cached root holding ``vllm/`` and its dist-info."""
+    return lambda version: pypi_root(f"vllm=={version}")
+
+
+@pytest.fixture(scope="session")
+def gaudi_release():
+    """``gaudi_release("v0.26.0")``: a read-only cached root holding ``vllm_gaudi/`` at that tag.
+
+    Skips when ``PATCHSPEC_VLLM_GAUDI`` (a vllm-gaudi git directory) is not set.
+    """
+    git_dir = os.environ.get(GAUDI_ENV)
+    if not git_dir:
+        pytest.skip(f"{GAUDI_ENV} is not set: no vllm-gaudi checkout to read")
+    return lambda tag: git_tag_root(Path(git_dir), tag, "vllm_gaudi")
+
+
+@pytest.fixture
+def copy_root(tmp_path):
+    """Copy one or more read-only roots into one writable root and return it."""
+    def make(*roots: Path) -> Path:
+        dest = tmp_path / "root"
+        for root in roots:
+            shutil.copytree(root, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".complete"))
+        return dest
+    return make
