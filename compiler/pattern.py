@@ -1,0 +1,140 @@
+"""Anchor patterns: Python with ``...`` wildcards, turned into libcst matchers.
+
+The matcher is built from the pattern's own tree, field by field: names, attributes, operators, strings
+and numbers must be equal; whitespace, comments, commas and parentheses are ignored; ``...`` matches any
+expression, or any run of arguments or statements where it stands in a sequence.
+"""
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from collections.abc import Iterator
+
+import libcst as cst
+import libcst.matchers as m
+
+
+class PatternError(ValueError):
+    pass
+
+
+# Fields that carry only layout: whitespace, comments, punctuation.
+LAYOUT_FIELDS = frozenset({
+    "lpar", "rpar", "leading_lines", "lines_after_decorators", "header", "footer", "trailing_whitespace",
+    "comma", "semicolon", "dot", "colon", "equal", "lbracket", "rbracket", "lbrace", "rbrace",
+    "whitespace_after_at", "asynchronous", "newline", "indent",
+})
+LAYOUT_TYPES = (
+    cst.BaseParenthesizableWhitespace, cst.TrailingWhitespace, cst.EmptyLine, cst.Newline, cst.Comment,
+    cst.Comma, cst.Dot, cst.Colon, cst.Semicolon, cst.AssignEqual, cst.LeftParen, cst.RightParen,
+    cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace, cst.RightCurlyBrace,
+    cst.MaybeSentinel,
+)
+OPERATOR_TYPES = (cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp)
+
+
+def parse(text: str, form: str) -> cst.CSTNode:
+    """Parse a pattern or code string; ``form`` is statement, expression, code or statement_or_expression."""
+    source = textwrap.dedent(text).strip("\n")
+    try:
+        if form == "expression":
+            return cst.parse_expression(source)
+        if form == "statement_or_expression":
+            try:
+                return cst.parse_expression(source)
+            except cst.ParserSyntaxError:
+                return _one_statement(source)
+        node = _one_statement(source)
+    except cst.ParserSyntaxError as exc:
+        first = str(exc).splitlines()[0]
+        raise PatternError(f"not valid Python ({form}): {first}: {source!r}") from None
+    if form == "code" and "\n" in source:
+        raise PatternError(f"code must be one line: {source!r}")
+    return node
+
+
+def _one_statement(source: str) -> cst.BaseStatement:
+    module = cst.parse_module(source + "\n")
+    if len(module.body) != 1:
+        raise PatternError(f"expected exactly one statement, found {len(module.body)}: {source!r}")
+    return module.body[0]
+
+
+def semantic_fields(node: cst.CSTNode) -> Iterator[tuple[str, object]]:
+    """The fields of a node that carry meaning (layout fields left out), in declaration order."""
+    for field in dataclasses.fields(node):
+        if field.name in LAYOUT_FIELDS or field.name.startswith("whitespace"):
+            continue
+        value = getattr(node, field.name)
+        if isinstance(value, LAYOUT_TYPES):
+            continue
+        yield field.name, value
+
+
+def is_wildcard(node: object) -> bool:
+    """``...`` alone: as an expression, an argument, or a statement."""
+    if isinstance(node, cst.Ellipsis):
+        return True
+    if isinstance(node, cst.Arg):
+        return node.keyword is None and not node.star and isinstance(node.value, cst.Ellipsis)
+    if isinstance(node, cst.Expr):
+        return isinstance(node.value, cst.Ellipsis)
+    if isinstance(node, cst.SimpleStatementLine):
+        return len(node.body) == 1 and is_wildcard(node.body[0])
+    return False
+
+
+def to_matcher(node: cst.CSTNode):
+    """The libcst matcher that a pattern node stands for."""
+    if isinstance(node, cst.Ellipsis):
+        return m.DoNotCare()
+    matcher_class = getattr(m, type(node).__name__)
+    if isinstance(node, OPERATOR_TYPES):
+        return matcher_class()
+    fields = {name: _value_matcher(value) for name, value in semantic_fields(node)}
+    if isinstance(node, cst.Call) and any(is_wildcard(arg) for arg in node.args):
+        fields["args"] = _open_arguments(node.args)
+    return matcher_class(**fields)
+
+
+def _open_arguments(args):
+    """``f(a, ..., k=v)``: positional arguments in order (``...`` for any run of them), and each keyword
+    of the pattern present with a matching value, in any order; other keywords are allowed."""
+    positional = [m.ZeroOrMore() if is_wildcard(a) else to_matcher(a)
+                  for a in args if a.keyword is None and a.star != "**"]
+    named = [to_matcher(a) for a in args if a.keyword is not None or a.star == "**"]
+
+    def check(call_args) -> bool:
+        call_positional = [a for a in call_args if a.keyword is None and a.star != "**"]
+        call_named = [a for a in call_args if a.keyword is not None or a.star == "**"]
+        return (m.matches(cst.Call(func=cst.Name("f"), args=call_positional),
+                          m.Call(args=positional))
+                and all(any(m.matches(a, want) for a in call_named) for want in named))
+
+    return m.MatchIfTrue(check)
+
+
+def _value_matcher(value: object):
+    if isinstance(value, cst.CSTNode):
+        if isinstance(value, cst.SimpleStatementSuite | cst.IndentedBlock):
+            return _block_matcher(value)
+        return to_matcher(value)
+    if isinstance(value, tuple | list):
+        return [m.ZeroOrMore() if is_wildcard(item) else to_matcher(item) for item in value]
+    return value  # str, bool, None: equal
+
+
+def _block_matcher(block: cst.BaseSuite):
+    """A body matches whatever its form (indented or one-line) when its statements match."""
+    body = [m.ZeroOrMore() if is_wildcard(s) else to_matcher(s) for s in block.body]
+    return m.IndentedBlock(body=body) | m.SimpleStatementSuite(body=body)
+
+
+def compile_pattern(text: str, form: str):
+    """Parse a pattern and return its matcher."""
+    return to_matcher(parse(text, form))
+
+
+def find(tree: cst.CSTNode, matcher) -> list[cst.CSTNode]:
+    """All nodes in ``tree`` (itself included) that the matcher matches, in source order."""
+    return list(m.findall(tree, matcher))

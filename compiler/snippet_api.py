@@ -1,0 +1,91 @@
+"""What a snippet package offers, read statically: exported functions and their signatures.
+
+A package's ``__init__.py`` defines or re-exports (``from .mod import name``) its hooks. Reading them with
+``ast`` instead of importing keeps ``validate`` free of the package's runtime dependencies.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+import libcst as cst
+
+
+def exports(package_dir: Path) -> dict[str, inspect.Signature]:
+    init = package_dir / "__init__.py"
+    found: dict[str, inspect.Signature] = {}
+    for stmt in ast.parse(init.read_text(), str(init)).body:
+        if isinstance(stmt, ast.FunctionDef):
+            found[stmt.name] = _signature(stmt)
+        elif isinstance(stmt, ast.ImportFrom) and stmt.level == 1 and stmt.module:
+            module = package_dir / (stmt.module.replace(".", "/") + ".py")
+            defs = _module_defs(module)
+            for alias in stmt.names:
+                if alias.name in defs:
+                    found[alias.asname or alias.name] = defs[alias.name]
+    return found
+
+
+def _module_defs(path: Path) -> dict[str, inspect.Signature]:
+    if not path.is_file():
+        return {}
+    tree = ast.parse(path.read_text(), str(path))
+    return {n.name: _signature(n) for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
+def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> inspect.Signature:
+    a = node.args
+    params = []
+    positional = a.posonlyargs + a.args
+    defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+    for index, (arg, default) in enumerate(zip(positional, defaults)):
+        kind = inspect.Parameter.POSITIONAL_ONLY if index < len(a.posonlyargs) \
+            else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        params.append(inspect.Parameter(arg.arg, kind, default=inspect.Parameter.empty if default is None else ...))
+    if a.vararg:
+        params.append(inspect.Parameter(a.vararg.arg, inspect.Parameter.VAR_POSITIONAL))
+    for arg, default in zip(a.kwonlyargs, a.kw_defaults):
+        params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY,
+                                        default=inspect.Parameter.empty if default is None else ...))
+    if a.kwarg:
+        params.append(inspect.Parameter(a.kwarg.arg, inspect.Parameter.VAR_KEYWORD))
+    return inspect.Signature(params)
+
+
+def hook_uses(node: cst.CSTNode, alias: str) -> list[tuple[str, cst.Call | None]]:
+    """Every ``alias.name`` the code refers to, with the call around it when it is called."""
+    uses: list[tuple[str, cst.Call | None]] = []
+
+    class Visitor(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            name = _hook_name(call.func, alias)
+            if name:
+                uses.append((name, call))
+
+        def visit_Attribute(self, attr: cst.Attribute) -> None:
+            name = _hook_name(attr, alias)
+            if name and not any(u[1] is not None and u[1].func is attr for u in uses):
+                uses.append((name, None))
+
+    node.visit(Visitor())
+    return uses
+
+
+def _hook_name(node: cst.CSTNode, alias: str) -> str | None:
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == alias:
+        return node.attr.value
+    return None
+
+
+def binding_problem(signature: inspect.Signature, call: cst.Call) -> str | None:
+    """Why the call's arguments would not bind to the signature, or None when they would."""
+    if any(arg.star for arg in call.args):
+        return None  # *args / **kwargs: cannot tell statically
+    positional = [object() for arg in call.args if arg.keyword is None]
+    keywords = {arg.keyword.value: object() for arg in call.args if arg.keyword is not None}
+    try:
+        signature.bind(*positional, **keywords)
+    except TypeError as exc:
+        return str(exc)
+    return None

@@ -1,0 +1,16 @@
+"""``loop_guard``: one marked statement at the head of the matched loop's body."""
+from __future__ import annotations
+
+import libcst as cst
+
+from compiler.edits import NodeEdit, ResolveError, marked
+from compiler.transforms.context import TargetContext
+
+
+def loop_guard(ctx: TargetContext, params: dict[str, str]):
+    ctx.require_function("loop_guard")
+    loop = ctx.find_one(params["loop"], "statement", f"loop {params['loop'].strip().splitlines()[0]!r}",
+                        (cst.For, cst.While))
+    if not isinstance(loop.body, cst.IndentedBlock):
+        raise ResolveError("not-applicable", "the loop's body is on its header line", [ctx.line_of(loop)])
+    return ctx.line_of(loop), [NodeEdit("body_head", loop, marked(params["code"], ctx.marker), ctx.owner)]

@@ -1,0 +1,22 @@
+"""``wrap``: decorate the target with a snippet that receives the original function.
+
+The decorator goes innermost, so the target's own decorators still apply to what the snippet returns,
+and the original stays reachable (``functools.wraps`` sets ``__wrapped__``).
+"""
+from __future__ import annotations
+
+import libcst as cst
+
+from compiler.edits import NodeEdit
+from compiler.transforms.context import TargetContext
+
+
+def wrap(ctx: TargetContext, params: dict[str, str]):
+    ctx.require_function("wrap")
+    func = ctx.fragment.node
+    decorator = cst.Decorator(
+        decorator=cst.Attribute(value=cst.Name(ctx.alias), attr=cst.Name(params["with"])),
+        trailing_whitespace=cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "),
+                                                   comment=cst.Comment(ctx.marker)),
+    )
+    return ctx.line_of(func), [NodeEdit("decorate", func, decorator, ctx.owner)]

@@ -1,0 +1,5 @@
+import sys
+
+from patchspec.cli import main
+
+sys.exit(main())

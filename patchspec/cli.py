@@ -1,0 +1,156 @@
+"""The ``patchspec`` command line. Every verb prints one line per fact; ``--json`` prints one document.
+
+Exit codes: 0 success (check: applied), 1 check/drift: not applied but applies cleanly, or drift that still
+applies, 2 any error (bad input, drift that breaks the spec); the error is one line ``file:line:col: what``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from patchspec import ops
+from patchspec.errors import PatchspecError
+
+
+def _add_common(parser: argparse.ArgumentParser, release: bool = True, root: bool = True) -> None:
+    parser.add_argument("spec", help="the spec YAML file")
+    if release:
+        parser.add_argument("--release", default="auto",
+                            help="a profile in specs/releases/, or auto (read the versions under the root)")
+    if root:
+        parser.add_argument("--root", required=True, help="site-packages or source tree to patch")
+        parser.add_argument("--only", action="append", metavar="PACKAGE",
+                            help="patch only the targets of this top-level package (repeatable)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="patchspec", description=__doc__.splitlines()[0])
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    p = verbs.add_parser("compile", help="resolve every anchor and print the plan; writes nothing to the root")
+    _add_common(p)
+    p.add_argument("-o", "--output", help="write the patched files under this directory")
+    p = verbs.add_parser("apply", help="patch the root in place, all files or none")
+    _add_common(p)
+    p.add_argument("--lock-timeout", type=float, default=30.0)
+    p = verbs.add_parser("unapply", help="restore every file byte for byte")
+    _add_common(p, release=False)
+    p.add_argument("--force", action="store_true", help="restore even files edited since apply")
+    p.add_argument("--lock-timeout", type=float, default=30.0)
+    p = verbs.add_parser("check", help="0 applied, 1 would apply cleanly, 2 drifted")
+    _add_common(p)
+    p = verbs.add_parser("diff", help="the change as a unified diff that patch -p1 and git apply accept")
+    _add_common(p)
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    p = verbs.add_parser("validate", help="check the spec against the schema and its snippet package")
+    _add_common(p, release=False, root=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return VERBS[args.verb](args)
+    except PatchspecError as exc:
+        if getattr(args, "json", False):
+            print(json.dumps({"error": str(exc)}))
+        print(f"patchspec: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def _only(args) -> set[str] | None:
+    return set(args.only) if args.only else None
+
+
+def _emit(args, document: dict, lines: list[str]) -> None:
+    if args.json:
+        print(json.dumps(document, indent=1))
+    else:
+        for line in lines:
+            print(line)
+
+
+def _rows(plan) -> list[dict]:
+    return [{"spec": r.spec, "target": r.target, "index": r.index, "kind": r.kind, "file": r.file,
+             "function": r.function, "status": r.status, "line": r.line, "detail": r.detail, "lines": r.lines}
+            for r in plan.resolved]
+
+
+def cmd_compile(args) -> int:
+    prepared = ops.prepare(args.spec, args.release, args.root, _only(args))
+    lines = [ops._plan_line(r) for r in prepared.plan.resolved]
+    texts = ops.compile_spec(prepared)
+    if args.output:
+        out = Path(args.output)
+        for rel, text in texts.items():
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / rel).write_text(text, encoding="utf-8")
+        lines.append(f"wrote {len(texts)} file(s) under {out}")
+    _emit(args, {"release": prepared.release, "plan": _rows(prepared.plan), "files": sorted(texts)}, lines)
+    return 0
+
+
+def cmd_apply(args) -> int:
+    result = ops.apply(args.spec, args.release, args.root, _only(args), args.lock_timeout)
+    lines = [f"skipped: {r.target}#{r.index} {r.kind} ({r.detail})" for r in result.skipped]
+    verb = "patched" if result.changed else "already applied, unchanged"
+    lines += [f"{verb}: {rel}" for rel in result.files]
+    _emit(args, {"changed": result.changed, "files": result.files,
+                 "skipped": [f"{r.target}#{r.index}" for r in result.skipped]}, lines)
+    return 0
+
+
+def cmd_unapply(args) -> int:
+    files = ops.unapply(args.spec, args.root, args.force, args.lock_timeout)
+    _emit(args, {"restored": files}, [f"restored: {rel}" for rel in files])
+    return 0
+
+
+def cmd_check(args) -> int:
+    result = ops.check(args.spec, args.release, args.root, _only(args))
+    _emit(args, {"code": result.code, "lines": result.lines}, result.lines)
+    return result.code
+
+
+def cmd_diff(args) -> int:
+    from patchspec.difftext import unified
+
+    prepared = ops.prepare(args.spec, args.release, args.root, _only(args))
+    text = "".join(unified(rel, old, new) for rel, old, new in ops.diff_texts(prepared))
+    if args.json:
+        print(json.dumps({"diff": text}))
+        return 0
+    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+    sys.stdout.write(_colorize(text) if color else text)
+    return 0
+
+
+def _colorize(text: str) -> str:
+    codes = {"+": "\033[32m", "-": "\033[31m", "@": "\033[36m"}
+    out = []
+    for line in text.splitlines(keepends=True):
+        code = codes.get(line[:1]) if not line.startswith(("+++", "---")) else "\033[1m"
+        out.append(f"{code}{line.rstrip(chr(10))}\033[0m\n" if code else line)
+    return "".join(out)
+
+
+def cmd_validate(args) -> int:
+    from patchspec import snippets
+    from patchspec.spec import load_spec
+
+    spec = load_spec(args.spec)
+    snippets.validate(spec)
+    count = sum(len(t.transforms) for t in spec.targets)
+    _emit(args, {"spec": spec.name, "targets": len(spec.targets), "transforms": count},
+          [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms"])
+    return 0
+
+
+VERBS = {"compile": cmd_compile, "apply": cmd_apply, "unapply": cmd_unapply, "check": cmd_check,
+         "diff": cmd_diff, "validate": cmd_validate}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The validated spec: plain frozen data, built by ``patchspec.spec`` and read by ``compiler``."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class Loc:
+    """Where a YAML node starts (1-based line and column), for error messages."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True)
+class Transform:
+    kind: str
+    params: dict[str, str]
+    index: int
+    loc: Loc
+    param_locs: dict[str, Loc] = field(default_factory=dict, compare=False)
+
+    def at(self, key: str) -> Loc:
+        return self.param_locs.get(key, self.loc)
+
+
+@dataclass(frozen=True)
+class Target:
+    id: str
+    file: str
+    function: str
+    transforms: tuple[Transform, ...]
+    loc: Loc
+
+    @property
+    def package(self) -> str:
+        return self.file.split("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class ObsoleteWhen:
+    file: str
+    function: str
+    contains: str
+    loc: Loc
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    summary: str
+    snippet_package: str
+    alias: str
+    releases: tuple[str, ...]
+    targets: tuple[Target, ...]
+    obsolete_when: tuple[ObsoleteWhen, ...]
+    path: str
+    sha256: str
+    snippet_dir: str | None = None
+
+    def with_targets(self, targets: tuple[Target, ...]) -> "Spec":
+        return replace(self, targets=targets)
+
+    @property
+    def marker(self) -> str:
+        return f"# patchspec: {self.name}"

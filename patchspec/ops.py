@@ -1,0 +1,286 @@
+"""The verbs as functions: compile, apply, unapply, check, diff. Only apply and unapply write.
+
+Several specs may patch one root, even one file. The pristine bytes of every patched file are kept, and
+a file's patched text is always computed from its pristine text with all the specs applied to it, so
+specs can be applied and unapplied in any order and the root still comes back byte for byte.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from compiler import plan as planner
+from patchspec import profiles, snippets, state as staterec, txn
+from patchspec.errors import PatchspecError
+from patchspec.model import Spec
+from patchspec.root import Root
+from patchspec.spec import load_spec, load_spec_bytes
+
+
+@dataclass
+class Prepared:
+    """A spec resolved for one release on one root, and the plan of its transforms there."""
+
+    spec: Spec
+    release: str
+    root: Root
+    plan: planner.Plan
+    profile: profiles.Profile
+    raw_spec: bytes
+
+
+def prepare(spec_path: str, release: str, root_path: str, only: set[str] | None = None,
+            state: dict | None = None) -> Prepared:
+    root = Root.open(root_path)
+    base = load_spec(spec_path)
+    directory = profiles.releases_dir(spec_path)
+    if release == "auto":
+        release = profiles.select_release(directory, root.installed_versions(), base)
+    profile = profiles.load_profile(directory, release)
+    spec = profiles.for_release(base, profile)
+    snippets.validate(spec)
+    state = staterec.load(root) if state is None else state
+    read = _pristine_reader(root, state)
+    plan = planner.resolve([spec], read, root.has_package, only)
+    return Prepared(spec, release, root, plan, profile, Path(spec_path).read_bytes())
+
+
+def _pristine_reader(root: Root, state: dict):
+    """Read a file as it was before any spec patched it."""
+    def read(rel: str) -> str | None:
+        if rel in state["files"]:
+            data = root.read_bytes(staterec.pristine_path(rel))
+            if data is None:
+                raise PatchspecError("pristine copy missing from the state record",
+                                     file=str(root.path / staterec.pristine_path(rel)))
+            return data.decode("utf-8")
+        return root.read_text(rel)
+    return read
+
+
+def raise_plan_errors(plan: planner.Plan) -> None:
+    if plan.errors:
+        first = plan.errors[0]
+        more = f" (and {len(plan.errors) - 1} more)" if len(plan.errors) > 1 else ""
+        line = first.lines[0] if first.lines else None
+        raise PatchspecError(f"{first.spec} {first.target}#{first.index} {first.kind} in {first.function}: "
+                             f"{first.detail}{more}; nothing was written", file=first.file, line=line)
+
+
+def _applied_specs(state: dict, root: Root, exclude: str | None = None) -> dict[str, Spec]:
+    """The release-resolved specs already applied to the root, rebuilt from the texts the record keeps."""
+    out = {}
+    for name, rec in state["specs"].items():
+        if name == exclude:
+            continue
+        spec = load_spec_bytes(rec["spec_text"].encode(), rec["spec_path"])
+        profile = profiles.load_profile_text(rec["profile_text"], rec["profile_path"])
+        out[name] = profiles.for_release(spec, profile)
+    return out
+
+
+def patched_texts(specs: list[Spec], files: set[str], root: Root, state: dict) -> dict[str, str]:
+    """The text of each file with every one of ``specs`` applied to its pristine text."""
+    scoped = [s.with_targets(tuple(t for t in s.targets if t.file in files)) for s in specs]
+    plan = planner.resolve(scoped, _pristine_reader(root, state), root.has_package,
+                           {f.split("/", 1)[0] for f in files})
+    raise_plan_errors(plan)
+    try:
+        texts = planner.emit(plan, scoped)
+    except planner.ConflictError as exc:
+        raise PatchspecError(f"{exc}; nothing was written") from None
+    return texts
+
+
+def compile_spec(prepared: Prepared) -> dict[str, str]:
+    raise_plan_errors(prepared.plan)
+    return planner.emit(prepared.plan, [prepared.spec])
+
+
+@dataclass
+class ApplyResult:
+    changed: bool
+    files: list[str]
+    skipped: list[planner.Resolved] = field(default_factory=list)
+
+
+def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = None,
+          lock_timeout: float = 30.0) -> ApplyResult:
+    root = Root.open(root_path)
+    txn.check_writable(root.path)
+    with staterec.locked(root, lock_timeout):
+        state = staterec.load(root)
+        prepared = prepare(spec_path, release, root_path, only, state)
+        spec = prepared.spec
+        skipped = [r for r in prepared.plan.resolved if r.status == planner.SKIPPED]
+        if spec.name in state["specs"]:
+            rec = state["specs"][spec.name]
+            if rec["spec_sha256"] != spec.sha256 or rec["release"] != prepared.release:
+                raise PatchspecError(f"spec {spec.name} is applied from another version of the spec or "
+                                     f"release ({rec['release']}); unapply it first", file=spec_path)
+            _verify_unchanged(root, state, spec.name)
+            return ApplyResult(False, rec["files"], skipped)
+        raise_plan_errors(prepared.plan)
+        files = set(prepared.plan.files)
+        if not files:
+            raise PatchspecError(f"nothing to apply: every target of {spec.name} was skipped", file=spec_path)
+        for rel in files & set(state["files"]):
+            _verify_file(root, state, rel)
+        others = _applied_specs(state, root)
+        texts = patched_texts([*(s for n, s in others.items() if _touches(state, n, files)), spec],
+                              files, root, state)
+        writes: dict[Path, bytes | None] = {}
+        for rel in sorted(files):
+            current = root.read_bytes(rel)
+            record = state["files"].setdefault(rel, {"pristine_sha256": staterec.sha256(current), "specs": []})
+            if not record["specs"]:
+                writes[root.resolve(staterec.pristine_path(rel))] = current
+            data = texts[rel].encode("utf-8")
+            record["specs"].append(spec.name)
+            record["patched_sha256"] = staterec.sha256(data)
+            writes[root.resolve(rel)] = data
+        installed = snippets.install_files(spec)
+        for rel, data in installed.items():
+            entry = state["snippets"].setdefault(rel, {"sha256": staterec.sha256(data), "specs": []})
+            if entry["sha256"] != staterec.sha256(data):
+                raise PatchspecError(f"snippet file {rel} is installed with other contents by "
+                                     f"{', '.join(entry['specs'])}", file=str(root.path / rel))
+            entry["specs"].append(spec.name)
+            writes[root.resolve(rel)] = data
+        state["specs"][spec.name] = {
+            "spec_path": str(Path(spec_path).resolve()), "spec_sha256": spec.sha256,
+            "spec_text": prepared.raw_spec.decode("utf-8"), "release": prepared.release,
+            "profile_path": prepared.profile.path, "profile_text": prepared.profile.text,
+            "files": sorted(files), "snippets": sorted(installed),
+        }
+        writes[root.path / staterec.STATE_FILE] = staterec.dump(state)
+        txn.commit(writes, root.path)
+        return ApplyResult(True, sorted(files), skipped)
+
+
+def _touches(state: dict, name: str, files: set[str]) -> bool:
+    return bool(set(state["specs"][name]["files"]) & files)
+
+
+def _verify_file(root: Root, state: dict, rel: str) -> None:
+    current = root.read_bytes(rel)
+    if current is None or staterec.sha256(current) != state["files"][rel]["patched_sha256"]:
+        raise PatchspecError("patched file was edited or removed since apply (use unapply --force to "
+                             "restore it anyway); nothing was written", file=str(root.path / rel))
+
+
+def _verify_unchanged(root: Root, state: dict, name: str) -> None:
+    for rel in state["specs"][name]["files"]:
+        _verify_file(root, state, rel)
+
+
+def unapply(spec_name_or_path: str, root_path: str, force: bool = False, lock_timeout: float = 30.0) -> list[str]:
+    root = Root.open(root_path)
+    txn.check_writable(root.path)
+    with staterec.locked(root, lock_timeout):
+        state = staterec.load(root)
+        name = _spec_name(spec_name_or_path)
+        if name not in state["specs"]:
+            raise PatchspecError(f"spec {name} is not applied to this root", file=str(root.path))
+        rec = state["specs"].pop(name)
+        if not force:
+            for rel in rec["files"]:
+                _verify_file(root, state, rel)
+        others = _applied_specs(state, root)
+        writes: dict[Path, bytes | None] = {}
+        for rel in rec["files"]:
+            record = state["files"][rel]
+            record["specs"].remove(name)
+            pristine = root.read_bytes(staterec.pristine_path(rel))
+            if not record["specs"]:
+                writes[root.resolve(rel)] = pristine
+                writes[root.resolve(staterec.pristine_path(rel))] = None
+                del state["files"][rel]
+            else:
+                remaining = [others[n] for n in record["specs"]]
+                data = patched_texts(remaining, {rel}, root, state)[rel].encode("utf-8")
+                record["patched_sha256"] = staterec.sha256(data)
+                writes[root.resolve(rel)] = data
+        for rel in rec["snippets"]:
+            entry = state["snippets"][rel]
+            entry["specs"].remove(name)
+            if not entry["specs"]:
+                del state["snippets"][rel]
+                writes[root.resolve(rel)] = None
+        writes[root.path / staterec.STATE_FILE] = staterec.dump(state)
+        _drop_bytecode(root, [p for p, d in writes.items() if d is None])
+        txn.commit(writes, root.path)
+        return rec["files"]
+
+
+def _drop_bytecode(root: Root, deleted: list[Path]) -> None:
+    """Importing the installed snippets leaves ``__pycache__`` beside them; it goes with them."""
+    for path in deleted:
+        cache = path.parent / "__pycache__"
+        if cache.is_dir():
+            for pyc in cache.glob(path.stem + ".*.pyc"):
+                pyc.unlink()
+            if not any(cache.iterdir()):
+                cache.rmdir()
+
+
+def _spec_name(spec_name_or_path: str) -> str:
+    if spec_name_or_path.endswith((".yaml", ".yml")) or "/" in spec_name_or_path:
+        return load_spec(spec_name_or_path).name
+    return spec_name_or_path
+
+
+@dataclass
+class CheckResult:
+    code: int                      # 0 applied, 1 would apply cleanly, 2 drifted
+    lines: list[str]
+
+
+def check(spec_path: str, release: str, root_path: str, only: set[str] | None = None) -> CheckResult:
+    root = Root.open(root_path)
+    state = staterec.load(root)
+    spec = load_spec(spec_path)
+    rec = state["specs"].get(spec.name)
+    if rec is not None and rec["spec_sha256"] == spec.sha256 and release in ("auto", rec["release"]):
+        # Fast path: the record says what was written; hashes say whether it is still there.
+        edited = [rel for rel in rec["files"] + rec["snippets"] if not _matches_record(root, state, rel)]
+        if edited:
+            return CheckResult(2, [f"edited: {rel} differs from what apply wrote" for rel in edited])
+        return CheckResult(0, [f"applied: {rel}" for rel in rec["files"]])
+    if rec is not None:
+        return CheckResult(2, [f"applied from another spec version or release ({rec['release']})"])
+    prepared = prepare(spec_path, release, root_path, only, state)
+    lines = [_plan_line(r) for r in prepared.plan.resolved]
+    if prepared.plan.errors:
+        return CheckResult(2, lines)
+    marker = prepared.spec.marker
+    partial = [rel for rel in prepared.plan.files if marker in (root.read_text(rel) or "")]
+    if partial:
+        return CheckResult(2, lines + [f"partial: {rel} carries {marker!r} but the state record does not "
+                                       "list it" for rel in partial])
+    return CheckResult(1, lines)
+
+
+def _matches_record(root: Root, state: dict, rel: str) -> bool:
+    data = root.read_bytes(rel)
+    if data is None:
+        return False
+    want = state["files"][rel]["patched_sha256"] if rel in state["files"] else state["snippets"][rel]["sha256"]
+    return staterec.sha256(data) == want
+
+
+def _plan_line(r: planner.Resolved) -> str:
+    where = f"{r.file}:{r.line}" if r.line else r.file
+    detail = f" ({r.detail})" if r.detail and not r.ok else ""
+    state = "would apply" if r.ok else r.status
+    return f"{state}: {r.spec} {r.target}#{r.index} {r.kind} {r.function} at {where}{detail}"
+
+
+def diff_texts(prepared: Prepared) -> list[tuple[str, str | None, str]]:
+    """(path, pristine text or None for a new file, patched text) for every file the spec writes."""
+    texts = compile_spec(prepared)
+    read = _pristine_reader(prepared.root, staterec.load(prepared.root))
+    out = [(rel, read(rel), texts[rel]) for rel in sorted(texts)]
+    for rel, data in snippets.install_files(prepared.spec).items():
+        out.append((rel, None, data.decode("utf-8")))
+    return out

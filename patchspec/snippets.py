@@ -1,0 +1,64 @@
+"""Snippet packages: checking that a spec calls them correctly, and the files installed into a root."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+
+import runtime_snippets
+from compiler import pattern, snippet_api
+from compiler.plan import RUNTIME_PACKAGE
+from patchspec.errors import PatchspecError
+from patchspec.model import Spec
+
+SNIPPETS_ROOT = Path(runtime_snippets.__file__).resolve().parent
+RUNTIME_INIT = f"{RUNTIME_PACKAGE}/__init__.py"
+RUNTIME_INIT_TEXT = b'"""Runtime snippets installed by patchspec; removed by `patchspec unapply`."""\n'
+
+
+def package_dir(spec: Spec) -> Path:
+    base = Path(spec.path).resolve().parent / spec.snippet_dir if spec.snippet_dir else SNIPPETS_ROOT
+    path = base / spec.snippet_package
+    if not (path / "__init__.py").is_file():
+        raise PatchspecError(f"snippet package {spec.snippet_package!r} not found under {base}",
+                             file=spec.path)
+    return path
+
+
+def validate(spec: Spec) -> None:
+    """Every hook a transform names is exported by the snippet package and its arguments bind."""
+    exported = snippet_api.exports(package_dir(spec))
+    for target in spec.targets:
+        for t in target.transforms:
+            for key, value in t.params.items():
+                if key in ("with",):
+                    node = cst.parse_expression(f"{spec.alias}.{value}(_)" if t.kind == "wrap"
+                                                else f"{spec.alias}.{value}")
+                elif key in ("code", "import"):
+                    node = pattern.parse(value, "code")
+                elif key == "value":
+                    node = pattern.parse(value, "expression")
+                else:
+                    continue
+                for name, call in snippet_api.hook_uses(node, spec.alias):
+                    where = t.at(key)
+                    if name not in exported:
+                        raise PatchspecError(
+                            f"{target.id} transform {t.index} ({t.kind}): {spec.alias}.{name} is not "
+                            f"exported by runtime_snippets/{spec.snippet_package}",
+                            file=where.file, line=where.line, col=where.col)
+                    problem = call is not None and snippet_api.binding_problem(exported[name], call)
+                    if problem:
+                        raise PatchspecError(
+                            f"{target.id} transform {t.index} ({t.kind}): {spec.alias}.{name}"
+                            f"{exported[name]}: {problem}", file=where.file, line=where.line, col=where.col)
+
+
+def install_files(spec: Spec) -> dict[str, bytes]:
+    """Root-relative path → bytes of every file the spec's runtime needs in the patched root."""
+    base = package_dir(spec)
+    files = {RUNTIME_INIT: RUNTIME_INIT_TEXT}
+    for path in sorted(base.rglob("*.py")):
+        rel = path.relative_to(base).as_posix()
+        files[f"{RUNTIME_PACKAGE}/{spec.snippet_package}/{rel}"] = path.read_bytes()
+    return files

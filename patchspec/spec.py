@@ -1,0 +1,124 @@
+"""Spec files: YAML text → schema-checked data → the frozen ``Spec`` model.
+
+Every error names the spec file, the line and column of the offending node, and what was expected.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+
+from compiler import pattern
+from patchspec import yamlloc
+from patchspec.errors import PatchspecError
+from patchspec.model import Loc, ObsoleteWhen, Spec, Target, Transform
+
+CODE_KEYS = {"code", "import"}
+PATTERN_KEYS = {"anchor": "statement", "loop": "statement", "call": "expression", "value": "expression"}
+
+
+@functools.cache
+def schema(name: str = "spec") -> dict:
+    return json.loads(resources.files("patchspec").joinpath(f"schema/{name}.schema.json").read_text())
+
+
+def schema_errors(data, file: str, name: str = "spec") -> None:
+    """Raise the first schema violation (the deepest, most specific one) at its YAML location."""
+    validator = jsonschema.Draft202012Validator(schema(name))
+    errors = sorted(validator.iter_errors(data), key=lambda e: (-len(e.absolute_path), str(e.path)))
+    if not errors:
+        return
+    error = jsonschema.exceptions.best_match(errors)
+    line, col = yamlloc.locate(data, list(error.absolute_path))
+    where = "/".join(str(p) for p in error.absolute_path) or "top level"
+    raise PatchspecError(f"{where}: {_explain(error)}", file=file, line=line, col=col)
+
+
+def _explain(error: jsonschema.ValidationError) -> str:
+    if error.validator == "propertyNames":
+        allowed = error.schema.get("enum") or error.validator_value.get("enum", [])
+        return f"unknown key {error.instance!r}; expected one of {', '.join(allowed)}"
+    if error.validator == "additionalProperties":
+        return error.message.replace("were unexpected", "are not allowed").replace(
+            "was unexpected", "is not allowed")
+    return error.message
+
+
+def load_spec(path: str | Path) -> Spec:
+    path = Path(path)
+    file = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise PatchspecError(f"cannot read spec: {exc.strerror}", file=file) from None
+    return load_spec_bytes(raw, file)
+
+
+def load_spec_bytes(raw: bytes, file: str) -> Spec:
+    data = yamlloc.load(raw.decode("utf-8", errors="replace"), file)
+    if not isinstance(data, dict):
+        raise PatchspecError("a spec is a YAML mapping", file=file, line=1, col=1)
+    schema_errors(data, file)
+    return build_spec(data, file, hashlib.sha256(raw).hexdigest())
+
+
+def build_spec(data, file: str, sha256: str) -> Spec:
+    def loc(container, key) -> Loc:
+        line, col = yamlloc.locate(container, [key])
+        return Loc(file, line, col)
+
+    targets = []
+    seen: dict[str, Loc] = {}
+    for t_index, raw_target in enumerate(data["targets"]):
+        target_loc = loc(data["targets"], t_index)
+        if raw_target["id"] in seen:
+            raise PatchspecError(f"target id {raw_target['id']!r} is already used at line "
+                                 f"{seen[raw_target['id']].line}", file=file, line=target_loc.line,
+                                 col=target_loc.col)
+        seen[raw_target["id"]] = target_loc
+        _check_path(raw_target["file"], loc(raw_target, "file"))
+        transforms = []
+        for index, item in enumerate(raw_target["transforms"]):
+            (kind, params), = item.items()
+            param_locs = {key: loc(params, key) for key in params}
+            transform = Transform(kind, dict(params), index, loc(raw_target["transforms"], index), param_locs)
+            check_transform_syntax(transform)
+            transforms.append(transform)
+        targets.append(Target(raw_target["id"], raw_target["file"], raw_target["function"],
+                              tuple(transforms), target_loc))
+    obsolete = []
+    for index, cond in enumerate(data.get("obsolete_when", [])):
+        cond_loc = loc(data["obsolete_when"], index)
+        _check_pattern(cond["contains"], "statement_or_expression", loc(cond, "contains"))
+        obsolete.append(ObsoleteWhen(cond["file"], cond["function"], cond["contains"], cond_loc))
+    return Spec(name=data["name"], summary=data["summary"], snippet_package=data["snippets"]["package"],
+                alias=data["snippets"]["alias"], releases=tuple(data["releases"]), targets=tuple(targets),
+                obsolete_when=tuple(obsolete), path=file, sha256=sha256,
+                snippet_dir=data["snippets"].get("path"))
+
+
+def check_transform_syntax(transform: Transform) -> None:
+    """Every pattern and code string of a transform must be Python of the expected form."""
+    for key, value in transform.params.items():
+        if key in CODE_KEYS:
+            _check_pattern(value, "code", transform.at(key))
+        elif key in PATTERN_KEYS:
+            _check_pattern(value, PATTERN_KEYS[key], transform.at(key))
+
+
+def _check_pattern(text: str, form: str, where: Loc) -> None:
+    try:
+        pattern.parse(text, form)
+    except pattern.PatternError as exc:
+        raise PatchspecError(str(exc), file=where.file, line=where.line, col=where.col) from None
+
+
+def _check_path(rel: str, where: Loc) -> None:
+    parts = rel.split("/")
+    if rel.startswith("/") or ".." in parts or "\\" in rel:
+        raise PatchspecError(f"target file {rel!r} must be a relative path inside the root",
+                             file=where.file, line=where.line, col=where.col)
