@@ -4,6 +4,8 @@ Every name listed here is a hook a spec may name as ``_pp.<name>``. Each is iner
 Submodules import vLLM lazily: these hooks are imported while vLLM's own modules are being imported.
 """
 # --- stage-to-stage transfer (transfer.py) ---
+from .errors import PipelineDesyncError, PipelinePeerError
+from .transfer import SendHandle, StageTransfer
 
 # --- scheduler microbatches and per-stage loading (scheduler.py, loader.py) ---
 

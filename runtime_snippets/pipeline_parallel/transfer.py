@@ -1,0 +1,222 @@
+"""Stage-to-stage transfer of a forward's intermediate tensors over gloo (the host network).
+
+The HPU runner's calls::
+
+    xfer = StageTransfer(get_pp_group(), get_tp_group(), device=device, wait_device=sync)
+    handle = xfer.isend({"hidden_states": h, "residual": r}, num_tokens)  # not the last stage
+    handle.wait()                                                        # or xfer.send(...)
+    tensors = xfer.recv(num_tokens)                                      # not the first stage
+
+``num_tokens`` is the padded batch of the forward; the receiver checks it against the sender's.
+Every mismatch raises :class:`PipelineDesyncError`, a dead or silent peer :class:`PipelinePeerError`
+within ``VLLM_HPU_PP_TIMEOUT_S``; after either, every later call raises too. Nothing is returned on error.
+
+Each pipeline rank talks to the same tensor-parallel rank of the neighbour stage over the pipeline
+group's gloo group (vLLM's pipeline groups are built that way). Payloads of ``VLLM_HPU_PP_SPLIT_BYTES``
+or more go in tensor-parallel parts, one per connection, and the receiving stage all-gathers them on its
+tensor-parallel device group (HCCL on Gaudi): with per-flow limited NICs, several streams carry more.
+Smaller payloads go whole from every rank: one hop, measured faster than one sender plus a local
+broadcast (bench/transfer.py), and no collective on the decode path.
+
+Buffers are reused (allocating 64 MiB per message costs as much as sending it): the receive buffer
+reserves ``VLLM_HPU_PP_MAX_MESSAGE_BYTES`` of address space once, so any message fits without a size
+handshake, and only the touched pages become memory. Tensors returned on CPU are views into it and stay
+valid until the second ``recv`` after; on another device they are fresh device tensors, and
+``wait_device`` (the caller's, e.g. a stream synchronize) runs before ``recv`` returns, since the host
+buffer is reused afterwards.
+"""
+from __future__ import annotations
+
+from collections import deque
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from . import envs
+from ._logging import get_logger
+from .errors import PipelineDesyncError, PipelinePeerError
+from .groups import GroupView, as_group
+from .stats import TransferStats
+from .wire import HEADER_BYTES, TRAILER_BYTES, Header, decode, plan
+
+logger = get_logger(__name__)
+
+_DEPTH = 2  # messages in flight per direction; also how long a received CPU view stays valid
+
+
+class _Ring:
+    """Byte buffers used in turn and grown as needed, so the one being read is not the one being filled."""
+
+    def __init__(self, device: torch.device):
+        self._device = device
+        self._buffers: list[torch.Tensor | None] = [None] * _DEPTH
+        self._turn = 0
+
+    def take(self, nbytes: int) -> torch.Tensor:
+        i, self._turn = self._turn, (self._turn + 1) % _DEPTH
+        buf = self._buffers[i]
+        if buf is None or buf.numel() < nbytes:
+            buf = self._buffers[i] = torch.empty(nbytes, dtype=torch.uint8, device=self._device)
+        return buf[:nbytes]
+
+
+class SendHandle:
+    """A message in flight; ``wait()`` returns once gloo has sent it, and may be called again."""
+
+    def __init__(self, transfer: StageTransfer, work: dist.Work):
+        self._transfer = transfer
+        self._work: dist.Work | None = work
+
+    def wait(self) -> None:
+        if self._work is not None:
+            work, self._work = self._work, None
+            with self._transfer._guard(), self._transfer.stats.timing("send_s"):
+                self._transfer._wait(work, f"send to rank {self._transfer._peer(+1)}")
+
+
+class StageTransfer:
+    """Sends to the next pipeline stage and receives from the previous one; see the module docstring.
+
+    ``pp_group`` and ``tp_group`` are vLLM ``GroupCoordinator`` objects or torch process groups
+    (``tp_group=None``: no tensor parallelism).
+    """
+
+    def __init__(self, pp_group, tp_group=None, *, device: torch.device | str = "cpu",
+                 wait_device: Callable[[], None] | None = None, timeout_s: float | None = None,
+                 split_bytes: int | None = None, stats_every: int | None = None):
+        self._pp = as_group(pp_group)
+        self._tp: GroupView | None = as_group(tp_group) if tp_group is not None else None
+        self._device = torch.device(device)
+        self._wait_device = wait_device
+        timeout = envs.VLLM_HPU_PP_TIMEOUT_S if timeout_s is None else timeout_s
+        self._timeout = timedelta(seconds=timeout)
+        self._split_bytes = envs.VLLM_HPU_PP_SPLIT_BYTES if split_bytes is None else split_bytes
+        self._stats_every = envs.VLLM_HPU_PP_STATS_EVERY if stats_every is None else stats_every
+        self._max_bytes = envs.VLLM_HPU_PP_MAX_MESSAGE_BYTES
+        self._send_seq = 0
+        self._recv_seq = 0
+        self._staging = _Ring(torch.device("cpu"))
+        self._received = _Ring(torch.device("cpu"))
+        self._gathered = _Ring(torch.device("cpu"))
+        self._pending: deque[SendHandle] = deque()
+        self._broken: Exception | None = None
+        self.stats = TransferStats()
+
+    @property
+    def _tp_size(self) -> int:
+        return self._tp.world_size if self._tp else 1
+
+    @property
+    def _tp_rank(self) -> int:
+        return self._tp.rank_in_group if self._tp else 0
+
+    def send(self, tensors: dict[str, torch.Tensor], num_tokens: int) -> None:
+        self.isend(tensors, num_tokens).wait()
+
+    def isend(self, tensors: dict[str, torch.Tensor], num_tokens: int) -> SendHandle:
+        """Queue ``tensors`` for the next stage; they are copied before this returns, so may be reused."""
+        with self._guard(), self.stats.timing("send_s"):
+            header, words = plan(tensors, num_tokens, self._send_seq, self._tp_size, self._split_bytes)
+            if len(self._pending) == _DEPTH:
+                self._pending.popleft().wait()
+            buf = self._staging.take(header.message_bytes)
+            buf[:HEADER_BYTES].view(torch.int64).copy_(torch.tensor(words))
+            self._pack(buf[HEADER_BYTES:-TRAILER_BYTES], tensors, header)
+            buf[-TRAILER_BYTES:].view(torch.int64).copy_(torch.tensor(header.trailer))
+            handle = SendHandle(self, dist.isend(buf, group=self._pp.cpu_group, group_dst=self._pp.next_in_group))
+            self._pending.append(handle)
+            self._send_seq += 1
+        self._count(header)
+        return handle
+
+    def recv(self, num_tokens: int) -> dict[str, torch.Tensor]:
+        """The previous stage's tensors of the next forward, whose padded batch is ``num_tokens``."""
+        with self._guard():
+            with self.stats.timing("recv_s"):
+                buf = self._received.take(self._max_bytes)
+                self._wait(dist.irecv(buf, group=self._pp.cpu_group, group_src=self._pp.prev_in_group),
+                           f"receive from rank {self._peer(-1)}")
+                header = decode(buf[:HEADER_BYTES].view(torch.int64).tolist(), self._max_bytes)
+                self._expect(header, num_tokens)
+                end = header.message_bytes
+                trailer = buf[end - TRAILER_BYTES:end].view(torch.int64)
+                got = trailer.tolist()
+                trailer.zero_()  # so a later, truncated message cannot pass on these bytes
+                if got != header.trailer:
+                    raise PipelineDesyncError(
+                        f"pipeline transfer: message {header.seq} truncated: expected trailer (seq, checksum) "
+                        f"{header.trailer} at byte {end - TRAILER_BYTES}, got {got}")
+                payload = buf[HEADER_BYTES:end - TRAILER_BYTES]
+            if header.parts > 1:
+                with self.stats.timing("gather_s"):
+                    payload = self._gather(payload, header)
+            payload = payload.to(self._device, non_blocking=True)
+            tensors = {s.key: payload[s.offset:s.offset + s.nbytes].view(s.dtype).view(s.shape)
+                       for s in header.specs}
+            if self._wait_device is not None:
+                self._wait_device()
+            self._recv_seq += 1
+        self._count(header)
+        return tensors
+
+    def _expect(self, header: Header, num_tokens: int) -> None:
+        for what, expected, got in (("sequence number", self._recv_seq, header.seq),
+                                    ("token count (padded batch)", num_tokens, header.num_tokens)):
+            if expected != got:
+                raise PipelineDesyncError(
+                    f"pipeline transfer: {what} from rank {self._peer(-1)}: expected {expected}, got {got}")
+        if header.parts not in (1, self._tp_size):
+            raise PipelineDesyncError(f"pipeline transfer: message split in {header.parts} parts, "
+                                      f"expected 1 or the tensor-parallel size {self._tp_size}")
+
+    def _pack(self, body: torch.Tensor, tensors: dict[str, torch.Tensor], header: Header) -> None:
+        """Copy this rank's part of the payload (all of it when whole) into ``body``."""
+        start = self._tp_rank * header.part_bytes if header.parts > 1 else 0
+        stop = start + body.numel()
+        for spec, t in zip(header.specs, tensors.values()):
+            lo, hi = max(spec.offset, start), min(spec.offset + spec.nbytes, stop)
+            if lo < hi:
+                src = t.contiguous().view(-1).view(torch.uint8)
+                body[lo - start:hi - start].copy_(src[lo - spec.offset:hi - spec.offset])
+
+    def _gather(self, part: torch.Tensor, header: Header) -> torch.Tensor:
+        """All-gather the parts over the tensor-parallel group: on CPU into a reused buffer, else on device."""
+        nbytes = header.parts * header.part_bytes
+        if self._device.type == "cpu":
+            out, group = self._gathered.take(nbytes), self._tp.cpu_group
+        else:
+            part = part.to(self._device, non_blocking=True)
+            out = torch.empty(nbytes, dtype=torch.uint8, device=self._device)
+            group = self._tp.device_group
+        self._wait(dist.all_gather_into_tensor(out, part, group=group, async_op=True),
+                   f"all-gather over tensor-parallel ranks {list(self._tp.ranks)}")
+        return out[:header.payload_bytes]
+
+    def _wait(self, work: dist.Work, what: str) -> None:
+        try:
+            work.wait(self._timeout)
+        except RuntimeError as e:
+            raise PipelinePeerError(f"pipeline transfer: {what} failed or timed out "
+                                    f"({self._timeout.total_seconds():g} s, VLLM_HPU_PP_TIMEOUT_S): {e}") from e
+
+    @contextmanager
+    def _guard(self):
+        """Refuse to run after a desync or a lost peer, and remember the first such error."""
+        if self._broken is not None:
+            raise type(self._broken)(f"pipeline transfer stopped by an earlier error: {self._broken}")
+        try:
+            yield
+        except (PipelineDesyncError, PipelinePeerError) as e:
+            self._broken = e
+            raise
+
+    def _peer(self, step: int) -> int:
+        return self._pp.ranks[(self._pp.rank_in_group + step) % self._pp.world_size]
+
+    def _count(self, header: Header) -> None:
+        self.stats.count(header.message_bytes, header.parts > 1)
+        if self._stats_every > 0 and self._tp_rank == 0 and self.stats.messages % self._stats_every == 0:
+            logger.info("pipeline transfer, stage %d: %s", self._pp.rank_in_group, self.stats)
