@@ -22,7 +22,7 @@ class PatternError(ValueError):
 LAYOUT_FIELDS = frozenset({
     "lpar", "rpar", "leading_lines", "lines_after_decorators", "header", "footer", "trailing_whitespace",
     "comma", "semicolon", "dot", "colon", "equal", "lbracket", "rbracket", "lbrace", "rbrace",
-    "whitespace_after_at", "asynchronous", "newline", "indent",
+    "whitespace_after_at", "newline", "indent",
 })
 LAYOUT_TYPES = (
     cst.BaseParenthesizableWhitespace, cst.TrailingWhitespace, cst.EmptyLine, cst.Newline, cst.Comment,
@@ -126,8 +126,15 @@ def _value_matcher(value: object):
 
 def _block_matcher(block: cst.BaseSuite):
     """A body matches whatever its form (indented or one-line) when its statements match."""
-    body = [m.ZeroOrMore() if is_wildcard(s) else to_matcher(s) for s in block.body]
-    return m.IndentedBlock(body=body) | m.SimpleStatementSuite(body=body)
+    if isinstance(block, cst.SimpleStatementSuite):
+        lines = [cst.SimpleStatementLine(body=[s]) for s in block.body]
+    else:
+        lines = list(block.body)
+    indented = m.IndentedBlock(body=[m.ZeroOrMore() if is_wildcard(s) else to_matcher(s) for s in lines])
+    if not all(is_wildcard(s) or (isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1) for s in lines):
+        return indented
+    one_line = [m.ZeroOrMore() if is_wildcard(s) else to_matcher(s.body[0]) for s in lines]
+    return indented | m.SimpleStatementSuite(body=one_line)
 
 
 def compile_pattern(text: str, form: str):

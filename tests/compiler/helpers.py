@@ -1,0 +1,28 @@
+"""Build a spec in memory and run the compiler on one source text."""
+from __future__ import annotations
+
+from compiler import plan as planner
+from patchspec.spec import build_spec
+
+FILE = "pkg/mod.py"
+
+
+def make_spec(targets: list[dict], name: str = "demo", alias: str = "_s") -> object:
+    data = {"spec": 1, "name": name, "summary": "test", "snippets": {"package": "snips", "alias": alias},
+            "releases": ["r1"], "targets": targets}
+    return build_spec(data, "spec.yaml", "0" * 64)
+
+
+def target(function: str, *transforms: dict, file: str = FILE, id: str = "t") -> dict:
+    return {"id": id, "file": file, "function": function, "transforms": list(transforms)}
+
+
+def resolve(source: str, *specs, files: dict[str, str] | None = None) -> planner.Plan:
+    files = files or {FILE: source}
+    return planner.resolve(specs, files.get, lambda pkg: True)
+
+
+def patch(source: str, *specs) -> str:
+    plan = resolve(source, *specs)
+    assert not plan.errors, [r.detail for r in plan.errors]
+    return planner.emit(plan, specs)[FILE]
