@@ -10,3 +10,6 @@ from .transfer import SendHandle, StageTransfer
 # --- scheduler microbatches and per-stage loading (scheduler.py, loader.py) ---
 
 # --- HPU runner, HPU graphs and worker start-up (runner.py, graphs.py, worker.py) ---
+from .graphs import intermediate_tensors_iter, stage_output, take_intermediate_tensors
+from .runner import ran_non_last_stage, sent_to_next_stage, skip_on_non_last_stage, stage_input
+from .worker import checked_world_without_hccl
