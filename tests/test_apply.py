@@ -1,0 +1,142 @@
+"""apply / unapply / check / diff on real vLLM releases, with the demo spec of tests/fixtures."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from patchspec import ops, state as staterec
+from patchspec.cli import main
+from patchspec.errors import PatchspecError
+from patchspec.root import Root
+
+FIXTURES = Path(__file__).parent / "fixtures" / "demo_spec"
+DEMO = str(FIXTURES / "demo.yaml")
+RELEASES = ["0.26.0", "0.30.0"]
+
+
+def tree(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(params=RELEASES)
+def release_root(request, vllm_release, copy_root):
+    root = copy_root(vllm_release(request.param))
+    return root, f"v{request.param}"
+
+
+def test_apply_compiles_and_unapply_restores_every_byte(release_root):
+    root, release = release_root
+    before = tree(root)
+    result = ops.apply(DEMO, release, str(root))
+    assert result.changed and result.files == ["vllm/sequence.py", "vllm/v1/core/sched/scheduler.py"]
+    for rel in result.files:
+        text = (root / rel).read_text()
+        assert "# patchspec: demo" in text
+        compile(text, rel, "exec")
+    assert (root / "_patchspec_runtime/demo_snips/__init__.py").is_file()
+    assert ops.check(DEMO, release, str(root)).code == 0
+    ops.unapply(DEMO, str(root))
+    assert tree(root) == before
+    assert not (root / ".patchspec").exists() and not (root / "_patchspec_runtime").exists()
+
+
+def test_apply_twice_equals_apply_once(release_root):
+    root, release = release_root
+    ops.apply(DEMO, release, str(root))
+    once = tree(root)
+    assert ops.apply(DEMO, release, str(root)).changed is False
+    assert tree(root) == once
+
+
+def test_check_states(release_root, capsys):
+    root, release = release_root
+    assert main(["check", DEMO, "--release", release, "--root", str(root)]) == 1
+    assert "would apply" in capsys.readouterr().out
+    ops.apply(DEMO, release, str(root))
+    assert main(["check", DEMO, "--release", release, "--root", str(root)]) == 0
+    target = root / "vllm/sequence.py"
+    target.write_text(target.read_text() + "# edited by hand\n")
+    assert main(["check", DEMO, "--release", release, "--root", str(root)]) == 2
+    assert "edited: vllm/sequence.py" in capsys.readouterr().out
+
+
+def test_unapply_refuses_edited_file_unless_forced(release_root, capsys):
+    root, release = release_root
+    before = tree(root)
+    ops.apply(DEMO, release, str(root))
+    target = root / "vllm/sequence.py"
+    target.write_text(target.read_text() + "# edited\n")
+    edited = tree(root)
+    assert main(["unapply", DEMO, "--root", str(root)]) == 2
+    assert "vllm/sequence.py" in capsys.readouterr().err
+    assert tree(root) == edited
+    assert main(["unapply", DEMO, "--root", str(root), "--force"]) == 0
+    assert tree(root) == before
+
+
+def test_failure_on_second_file_leaves_first_untouched(release_root, monkeypatch):
+    root, release = release_root
+    before = tree(root)
+    real_replace = os.replace
+    calls = []
+
+    def failing_replace(src, dst):
+        calls.append(Path(dst).name)
+        if Path(dst).name == "scheduler.py":  # the second patched file: after sequence.py is in place
+            raise OSError(28, "No space left on device", str(dst))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(PatchspecError, match="every file was put back"):
+        ops.apply(DEMO, release, str(root))
+    monkeypatch.undo()
+    assert calls.index("sequence.py") < calls.index("scheduler.py")  # the first file had been replaced
+    assert tree(root) == before
+
+
+def test_diff_is_a_plain_patch_for_patch_and_git_apply(release_root, tmp_path, capsys):
+    root, release = release_root
+    assert main(["diff", DEMO, "--release", release, "--root", str(root), "--color", "never"]) == 0
+    diff = capsys.readouterr().out
+    assert diff.startswith("diff --git a/vllm/sequence.py b/vllm/sequence.py\n")
+    (tmp_path / "change.diff").write_text(diff)
+    by_patch = tmp_path / "by_patch"
+    by_git = tmp_path / "by_git"
+    shutil.copytree(root, by_patch)
+    shutil.copytree(root, by_git)
+    subprocess.run(["patch", "-p1", "-s", "-i", str(tmp_path / "change.diff")], cwd=by_patch, check=True)
+    subprocess.run(["git", "apply", str(tmp_path / "change.diff")], cwd=by_git, check=True)
+    ops.apply(DEMO, release, str(root))
+    applied = {k: v for k, v in tree(root).items() if not k.startswith(".patchspec/")}
+    assert tree(by_patch) == applied
+    assert tree(by_git) == applied
+
+
+def test_release_auto_reads_dist_info(vllm_release, copy_root):
+    root = copy_root(vllm_release("0.30.0"))
+    assert ops.prepare(DEMO, "auto", str(root)).release == "v0.30.0"
+
+
+def test_two_appliers_one_waits_then_fails_clearly(release_root):
+    root, release = release_root
+    before = tree(root)
+    with staterec.locked(Root.open(root), timeout=1):
+        with pytest.raises(PatchspecError, match="holds the lock"):
+            ops.apply(DEMO, release, str(root), lock_timeout=0.3)
+    assert {k: v for k, v in tree(root).items() if not k.startswith(".patchspec")} == before
+
+
+def test_concurrent_cli_applies_one_patches_other_sees_applied(release_root):
+    root, release = release_root
+    cmd = ["python", "-m", "patchspec", "apply", DEMO, "--release", release, "--root", str(root)]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    joined = "".join(o[0] for o in outs)
+    assert joined.count("patched:") == 2 and joined.count("already applied") == 2
