@@ -59,8 +59,10 @@ class Plan:
 
 
 def resolve(specs: Iterable[Spec], read: Callable[[str], str | None],
-            has_package: Callable[[str], bool], only: set[str] | None = None) -> Plan:
-    plan = Plan([], {}, {})
+            has_package: Callable[[str], bool], only: set[str] | None = None,
+            sources: dict[str, SourceFile] | None = None) -> Plan:
+    """``sources`` seeds the files already read and parsed, so that resolving again costs no re-parse."""
+    plan = Plan([], dict(sources or {}), {})
     for spec in specs:
         for target in spec.targets:
             plan.resolved += _resolve_target(plan, spec, target, read, has_package, only)

@@ -46,7 +46,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     p = verbs.add_parser("validate", help="check the spec against the schema and its snippet package")
     _add_common(p, release=False, root=False)
+    _add_drift_verbs(verbs)
     return parser
+
+
+def _add_drift_verbs(verbs) -> None:
+    p = verbs.add_parser("drift", help="0 no drift, 1 drift that still applies, 2 broken; writes nothing")
+    _add_common(p, root=False)
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--root", help="site-packages or source tree to check")
+    where.add_argument("--pypi", metavar="NAME==VERSION", help="check that wheel from PyPI (cached)")
+    p.add_argument("--baseline", help="a root of the profiled release: report changed statement ranges")
+    p.add_argument("--no-cache", action="store_true", help="do not read or fill the drift cache")
+    p = verbs.add_parser("matrix", help="drift class of every target and transform on several roots")
+    _add_common(p, root=False)
+    p.add_argument("--root", action="append", required=True, help="a root: one column (repeatable)")
+    p.add_argument("--markdown", action="store_true", help="a Markdown table")
+    actions = verbs.add_parser("profile", help="release profiles").add_subparsers(dest="action", required=True)
+    p = actions.add_parser(
+        "new", help="draft specs/releases/RELEASE.yaml when every anchor resolves; else list what needs a human")
+    p.add_argument("release")
+    p.add_argument("--root", required=True, help="a root holding the new release")
+    p.add_argument("--spec", action="extend", nargs="+", required=True, help="the specs the profile covers")
+    p.add_argument("--from", dest="old", help="the profile whose overrides to carry over")
+    p.add_argument("--force", action="store_true", help="replace an existing profile")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,8 +172,42 @@ def cmd_validate(args) -> int:
     return 0
 
 
+def cmd_drift(args) -> int:
+    from patchspec import drift_report
+
+    if args.pypi:
+        result = drift_report.pypi_drift(args.spec, args.pypi, args.release, args.baseline, not args.no_cache)
+    else:
+        result = drift_report.drift(args.spec, args.root, args.release, args.baseline, not args.no_cache)
+    _emit(args, drift_report.report_json(result), drift_report.report_lines(result))
+    return result.code
+
+
+def cmd_matrix(args) -> int:
+    from patchspec import drift_report
+
+    m = drift_report.matrix(args.spec, args.root, args.release)
+    lines = drift_report.matrix_markdown(m) if args.markdown else drift_report.matrix_text(m)
+    _emit(args, drift_report.matrix_json(m), lines)
+    return m.code
+
+
+def cmd_profile(args) -> int:
+    from patchspec import drift_report
+
+    draft = drift_report.new_profile(args.release, args.root, args.spec, args.old, args.force)
+    if draft.text is None:
+        lines = [f"needs a human: {n}" for n in draft.needs] + draft.notes + [f"nothing written: {draft.path}"]
+    else:
+        lines = draft.notes + [f"wrote {draft.path}"]
+    _emit(args, {"path": str(draft.path), "written": draft.text is not None, "needs": draft.needs,
+                 "notes": draft.notes}, lines)
+    return 0 if draft.text is not None else 2
+
+
 VERBS = {"compile": cmd_compile, "apply": cmd_apply, "unapply": cmd_unapply, "check": cmd_check,
-         "diff": cmd_diff, "validate": cmd_validate}
+         "diff": cmd_diff, "validate": cmd_validate, "drift": cmd_drift, "matrix": cmd_matrix,
+         "profile": cmd_profile}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,229 @@
+"""Drift: how one release's sources stand against a spec, one class per target and transform.
+
+Pure functions over source texts (``read`` callables, ``None`` for a missing file), so every class can be
+produced from a string in a test. The work is done file by file (``file_drift``) so that a caller can
+cache it by the hashes of the texts it was given.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from compiler import fingerprint, pattern
+from compiler.plan import SKIPPED, Plan, resolve
+from compiler.source import SourceError, SourceFile, span
+from compiler.transforms.context import Definition
+from patchspec.model import ObsoleteWhen, Spec, Target
+
+UNCHANGED = "unchanged"            # fingerprint equals the recorded one, every anchor holds
+CHANGED = "changed"                # the body changed, every anchor still matches once: review advised
+UNRECORDED = "unrecorded"          # every anchor holds, but no fingerprint to compare with
+NOT_CHECKED = "not-checked"        # the target's package is not under the root
+ANCHOR_MISSING = "anchor-missing"
+ANCHOR_AMBIGUOUS = "anchor-ambiguous"
+TARGET_MISSING = "target-missing"  # renamed or removed: see the candidates
+OBSOLETE = "obsolete"              # the spec's ``obsolete_when`` holds: the fix is upstream
+
+SEVERITY = {UNCHANGED: 0, NOT_CHECKED: 0, CHANGED: 1, UNRECORDED: 1}  # anything else: 2, broken
+FROM_STATUS = {"missing": ANCHOR_MISSING, "ambiguous": ANCHOR_AMBIGUOUS, "target-missing": TARGET_MISSING}
+PATTERN_KEYS = ("anchor", "loop", "call")
+CLASS_KINDS = {"add_method", "add_attribute"}
+MAX_CANDIDATES = 3
+TRIED_CANDIDATES = 8
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A definition of the same file that may be the missing target under another name."""
+
+    qualname: str
+    line: int
+    similarity: float    # statement-sequence ratio to the baseline's target, else name ratio
+    anchors: int         # how many of the target's transforms resolve on it
+
+
+@dataclass(frozen=True)
+class DriftRow:
+    spec: str
+    target: str
+    index: int
+    kind: str
+    file: str
+    function: str
+    drift: str
+    line: int | None = None
+    detail: str = ""
+    lines: list[int] = field(default_factory=list)
+    fingerprint: str | None = None
+    expected: str | None = None
+    baseline_line: int | None = None
+    changes: list[fingerprint.Change] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    under: str | None = None   # for an obsolete row: the class it has apart from that
+
+    @property
+    def severity(self) -> int:
+        if self.drift == OBSOLETE:
+            return max(1, SEVERITY.get(self.under, 2))
+        return SEVERITY.get(self.drift, 2)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "DriftRow":
+        return cls(**{**data, "changes": [fingerprint.Change(**c) for c in data["changes"]],
+                      "candidates": [Candidate(**c) for c in data["candidates"]]})
+
+
+FileDrift = Callable[[Spec, str, "str | None", "str | None", bool, dict], list[DriftRow]]
+
+
+def report(spec: Spec, read: Callable[[str], str | None], has_package: Callable[[str], bool],
+           fingerprints: dict[str, str], baseline_read: Callable[[str], str | None] | None = None,
+           per_file: FileDrift | None = None) -> list[DriftRow]:
+    """Every target and transform of ``spec`` classified; ``per_file`` may be a caching ``file_drift``."""
+    per_file = per_file or file_drift
+    rows: list[DriftRow] = []
+    for path in dict.fromkeys(t.file for t in spec.targets):
+        present = has_package(path.split("/", 1)[0])
+        text = read(path) if present else None
+        baseline = baseline_read(path) if present and baseline_read else None
+        rows += per_file(spec, path, text, baseline, present, fingerprints)
+    hits = [(cond, line) for cond in spec.obsolete_when if has_package(cond.file.split("/", 1)[0])
+            and (line := obsolete_line(cond, read(cond.file))) is not None]
+    return with_obsolete(rows, hits)
+
+
+def exit_code(rows: list[DriftRow]) -> int:
+    """0 no drift, 1 drift that still applies, 2 broken."""
+    return max((r.severity for r in rows), default=0)
+
+
+def file_drift(spec: Spec, path: str, text: str | None, baseline: str | None, present: bool,
+               fingerprints: dict[str, str]) -> list[DriftRow]:
+    """The rows of the targets in one file, from its text (and the baseline release's text of it)."""
+    scoped = spec.with_targets(tuple(t for t in spec.targets if t.file == path))
+    plan = resolve([scoped], lambda rel: text, lambda package: present)
+    base = resolve([scoped], lambda rel: baseline, lambda package: True) if baseline is not None else None
+    rows = []
+    for target in scoped.targets:
+        rows += _target_rows(scoped, target, plan, base, fingerprints.get(target.id))
+    return rows
+
+
+def _target_rows(spec: Spec, target: Target, plan: Plan, base: Plan | None,
+                 recorded: str | None) -> list[DriftRow]:
+    key = (target.file, target.function)
+    current_def = plan.definitions.get(key)
+    base_def = base.definitions.get(key) if base else None
+    current = _fingerprint(current_def)
+    base_print = _fingerprint(base_def)
+    expected = recorded or base_print
+    changes = []
+    if current_def and base_def and current != base_print:
+        changes = fingerprint.changes(fingerprint.statements(base_def.node),
+                                      fingerprint.statements(current_def.node))
+    base_lines = {r.index: r.line for r in base.resolved if r.target == target.id} if base else {}
+    rows = [r for r in plan.resolved if r.target == target.id]
+    candidates = []
+    if any(r.status == "target-missing" for r in rows) and target.file in plan.sources:
+        reference = fingerprint.statements(base_def.node) if base_def else None
+        candidates = find_candidates(spec, target, plan.sources[target.file], reference)
+    return [DriftRow(spec.name, target.id, r.index, r.kind, r.file, r.function, _classify(r, current, expected),
+                     r.line, r.detail, r.lines, current, expected, base_lines.get(r.index), changes,
+                     candidates if r.status == "target-missing" else [])
+            for r in rows]
+
+
+def _fingerprint(definition: Definition | None) -> str | None:
+    if definition is None:
+        return None
+    try:
+        parsed = None if isinstance(definition.node, ast.ClassDef) else definition.fragment.node
+        return fingerprint.of_definition(definition.source, definition.node, parsed)
+    except SourceError:
+        return None
+
+
+def _classify(row, current: str | None, expected: str | None) -> str:
+    if row.status == SKIPPED:
+        return NOT_CHECKED
+    if row.ok:
+        if expected is None:
+            return UNRECORDED
+        return UNCHANGED if current == expected else CHANGED
+    return FROM_STATUS.get(row.status, row.status)
+
+
+def find_candidates(spec: Spec, target: Target, source: SourceFile,
+                    reference: list[fingerprint.Statement] | None) -> list[Candidate]:
+    """Definitions of the file that may be the target renamed: ranked by how many of its transforms
+    resolve there, then by similarity to the baseline's target (or, without one, of the names)."""
+    want_class = any(t.kind in CLASS_KINDS for t in target.transforms)
+    words = _pattern_words(target)
+    scored = []
+    for qualname, node in source.definitions():
+        if isinstance(node, ast.ClassDef) != want_class:
+            continue
+        if reference is not None:
+            score = fingerprint.similarity(reference, fingerprint.statements(node))
+        else:
+            score = difflib.SequenceMatcher(None, target.function, qualname).ratio()
+        start, end = span(node)
+        text = "".join(source.lines[start - 1:end])
+        scored.append((all(w in text for w in words), score, qualname, start))
+    scored.sort(reverse=True)
+    out = []
+    for _has_words, score, qualname, start in scored[:TRIED_CANDIDATES]:
+        moved = dataclasses.replace(target, function=qualname)
+        trial = resolve([spec.with_targets((moved,))], lambda rel: source.text, lambda p: True,
+                        sources={source.path: source})
+        held = sum(r.ok for r in trial.resolved)
+        if held or score >= 0.5:
+            out.append(Candidate(qualname, start, round(score, 3), held))
+    out.sort(key=lambda c: (-c.anchors, -c.similarity))
+    return out[:MAX_CANDIDATES]
+
+
+def _pattern_words(target: Target) -> set[str]:
+    """The names and attributes the target's anchors mention: a candidate lacking one cannot match."""
+    words = set()
+    for transform in target.transforms:
+        for key in PATTERN_KEYS:
+            if key in transform.params:
+                tree = ast.parse(textwrap.dedent(transform.params[key]).strip())
+                words |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+                words |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    return words
+
+
+def obsolete_line(cond: ObsoleteWhen, text: str | None) -> int | None:
+    """The line where the spec's obsolete condition holds (the pattern is found in the function)."""
+    if text is None:
+        return None
+    source = SourceFile(cond.file, text)
+    try:
+        node = source.find(cond.function)
+        if node is None:
+            return None
+        definition = Definition(source, node, cond.function)
+        found = pattern.find(definition.fragment.node, pattern.compile_pattern(cond.contains,
+                                                                               "statement_or_expression"))
+    except SourceError:
+        return None
+    return definition.line_of(found[0]) if found else None
+
+
+def with_obsolete(rows: list[DriftRow], hits: list[tuple[ObsoleteWhen, int]]) -> list[DriftRow]:
+    """Every checked row becomes ``obsolete`` when a condition holds; the class it had is kept."""
+    if not hits:
+        return rows
+    why = "; ".join(f"{c.file}:{line}: {c.function} contains {c.contains!r}" for c, line in hits)
+    return [r if r.drift == NOT_CHECKED else dataclasses.replace(r, drift=OBSOLETE, under=r.drift,
+                                                                  detail=f"fix is upstream: {why}")
+            for r in rows]

@@ -1,0 +1,272 @@
+"""The drift, matrix and profile-new verbs: ``compiler.drift`` on a root, with a cache keyed by file hash.
+
+Nothing here writes to a root. Drift results are cached per file under the patchspec cache directory,
+keyed by the hashes of the file's text (and its baseline's), the targets in it, the recorded
+fingerprints and the compiler's own code, so a warm run reads and hashes files and parses none.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from packaging.version import InvalidVersion, Version
+
+import compiler
+from compiler import drift as driftmod
+from patchspec import cache, profiles, state as staterec
+from patchspec.errors import PatchspecError
+from patchspec.model import Spec
+from patchspec.ops import _pristine_reader
+from patchspec.root import Root
+from patchspec.spec import load_spec
+
+
+@dataclass
+class DriftResult:
+    spec: Spec
+    release: str
+    note: str                       # how the release was chosen
+    rows: list[driftmod.DriftRow]
+
+    @property
+    def code(self) -> int:
+        return driftmod.exit_code(self.rows)
+
+
+def pick_release(spec: Spec, directory: Path, root: Root, release: str) -> tuple[str, str]:
+    """``auto``: the profile matching the root's versions, else the newest the spec supports (a new
+    release is compared with the last one profiled)."""
+    if release != "auto":
+        return release, "given"
+    versions = root.installed_versions()
+    try:
+        return profiles.select_release(directory, versions, spec), "auto: matches " + _versions(versions)
+    except PatchspecError as exc:
+        if "several" in exc.message:
+            raise
+    newest = max(spec.releases, key=_release_key)
+    return newest, f"auto: no profile matches {_versions(versions)}; compared with the newest, {newest}"
+
+
+def _versions(versions: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "no versions found"
+
+
+def _release_key(release: str):
+    try:
+        return (1, Version(release.lstrip("v")))
+    except InvalidVersion:
+        return (0, release)
+
+
+def drift(spec_path: str, root_path: str, release: str = "auto", baseline: str | None = None,
+          use_cache: bool = True) -> DriftResult:
+    root = Root.open(root_path)
+    base = load_spec(spec_path)
+    directory = profiles.releases_dir(spec_path)
+    release, note = pick_release(base, directory, root, release)
+    profile = profiles.load_profile(directory, release)
+    spec = profiles.for_release(base, profile)
+    read = _pristine_reader(root, staterec.load(root))
+    baseline_read = Root.open(baseline).read_text if baseline else None
+    rows = driftmod.report(spec, read, root.has_package, profile.fingerprints(spec.name), baseline_read,
+                           cached_file_drift if use_cache else driftmod.file_drift)
+    return DriftResult(spec, release, note, rows)
+
+
+def pypi_drift(spec_path: str, requirement: str, release: str = "auto", baseline: str | None = None,
+               use_cache: bool = True) -> DriftResult:
+    """``--pypi vllm==X``: that wheel's sources; targets of other packages come out ``not-checked``."""
+    return drift(spec_path, str(cache.pypi_root(requirement)), release, baseline, use_cache)
+
+
+@functools.cache
+def _code_version() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(Path(compiler.__file__).parent.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _sha(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def cached_file_drift(spec: Spec, path: str, text: str | None, baseline: str | None, present: bool,
+                      fingerprints: dict[str, str]) -> list[driftmod.DriftRow]:
+    """``compiler.drift.file_drift`` remembered under the cache directory, keyed by what it depends on."""
+    targets = [t for t in spec.targets if t.file == path]
+    key = hashlib.sha256(json.dumps({
+        "code": _code_version(), "spec": [spec.name, spec.alias],
+        "targets": [[t.id, t.function, [[x.kind, x.params] for x in t.transforms]] for t in targets],
+        "fingerprints": {t.id: fingerprints.get(t.id) for t in targets}, "path": path,
+        "text": _sha(text), "baseline": _sha(baseline), "present": present,
+    }, sort_keys=True).encode()).hexdigest()
+    entry = cache.cache_dir() / "drift" / f"{key}.json"
+    try:
+        return [driftmod.DriftRow.from_dict(d) for d in json.loads(entry.read_text())]
+    except (OSError, ValueError, TypeError, KeyError):
+        pass
+    rows = driftmod.file_drift(spec, path, text, baseline, present, fingerprints)
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
+    with os.fdopen(fd, "w") as handle:
+        json.dump([r.to_dict() for r in rows], handle)
+    os.replace(tmp, entry)
+    return rows
+
+
+def row_line(r: driftmod.DriftRow) -> str:
+    """One line a person reads: class, target, where, and what moved or what to look at."""
+    where = f"{r.file}:{r.line}" if r.line else r.file
+    parts = [f"{r.drift}: {r.target}#{r.index} {r.kind} {r.function} at {where}"]
+    if r.baseline_line and r.line and r.baseline_line != r.line:
+        parts.append(f"moved from line {r.baseline_line}")
+    if r.changes and r.drift in (driftmod.CHANGED, driftmod.OBSOLETE):
+        parts.append("changed lines " + ", ".join(
+            f"{c.first}" + (f"-{c.last}" if c.last != c.first else "") + ("" if c.tag == "replace" else f" ({c.tag})")
+            for c in r.changes))
+    if r.candidates:
+        parts.append("candidates " + ", ".join(
+            f"{c.qualname} (line {c.line}, {c.anchors} transform(s) resolve there, "
+            f"similarity {c.similarity:.2f})" for c in r.candidates))
+    if r.detail and r.drift not in (driftmod.UNCHANGED, driftmod.CHANGED):
+        parts.append(r.detail)
+    return "; ".join(parts)
+
+
+def report_lines(result: DriftResult) -> list[str]:
+    counts: dict[str, int] = {}
+    for r in result.rows:
+        counts[r.drift] = counts.get(r.drift, 0) + 1
+    summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    return [row_line(r) for r in result.rows] + [
+        f"drift of {result.spec.name} against release {result.release} ({result.note}): {summary}; "
+        f"exit {result.code}"]
+
+
+def report_json(result: DriftResult) -> dict:
+    return {"spec": result.spec.name, "release": result.release, "note": result.note, "code": result.code,
+            "rows": [r.to_dict() for r in result.rows]}
+
+
+@dataclass
+class Matrix:
+    columns: list[tuple[str, str]]              # (root, release compared with)
+    rows: list[tuple[str, int, str]]            # (target, transform index, kind)
+    cells: dict[tuple[str, int], list[str]]     # one drift class per column
+
+    @property
+    def code(self) -> int:
+        return max((driftmod.SEVERITY.get(c, 2) for cells in self.cells.values() for c in cells), default=0)
+
+
+def matrix(spec_path: str, roots: list[str], release: str = "auto", use_cache: bool = True) -> Matrix:
+    """One row per target and transform, one column per root, each cell the drift class there."""
+    results = [drift(spec_path, root, release, use_cache=use_cache) for root in roots]
+    out = Matrix([(root, r.release) for root, r in zip(roots, results)], [], {})
+    for result in results:
+        for row in result.rows:
+            key = (row.target, row.index)
+            if key not in out.cells:
+                out.rows.append((row.target, row.index, row.kind))
+                out.cells[key] = []
+            out.cells[key].append(row.drift)
+    return out
+
+
+def matrix_markdown(m: Matrix) -> list[str]:
+    head = ["target", "transform"] + [f"{Path(root).name} ({release})" for root, release in m.columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for target, index, kind in m.rows:
+        lines.append("| " + " | ".join([target, f"{index} {kind}", *m.cells[(target, index)]]) + " |")
+    return lines
+
+
+def matrix_text(m: Matrix) -> list[str]:
+    table = [["target", "transform"] + [Path(root).name for root, _ in m.columns]]
+    table += [[target, f"{index} {kind}", *m.cells[(target, index)]] for target, index, kind in m.rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
+
+
+def matrix_json(m: Matrix) -> dict:
+    return {"columns": [{"root": root, "release": release} for root, release in m.columns],
+            "rows": [{"target": t, "index": i, "kind": k, "cells": m.cells[(t, i)]} for t, i, k in m.rows],
+            "code": m.code}
+
+
+@dataclass
+class ProfileDraft:
+    path: Path
+    text: str | None                 # None: nothing written, see ``needs``
+    needs: list[str]                 # what a human must look at
+    notes: list[str]
+
+
+def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | None = None,
+                force: bool = False) -> ProfileDraft:
+    """A draft ``specs/releases/RELEASE.yaml``: fingerprints of every target, OLD's overrides kept where
+    they still resolve (dropped where the spec's own form resolves instead). Written only when every
+    transform of every spec resolves."""
+    root = Root.open(root_path)
+    directory = profiles.releases_dir(spec_paths[0])
+    path = directory / f"{release}.yaml"
+    if path.exists() and not force:
+        raise PatchspecError(f"{path.name} exists; --force to replace it", file=str(path))
+    previous = profiles.load_profile(directory, old) if old else None
+    read = _pristine_reader(root, staterec.load(root))
+    versions = root.installed_versions()
+    specs_out, needs, notes, packages = {}, [], [], set()
+    for spec_path in spec_paths:
+        base = load_spec(spec_path)
+        packages |= {t.package for t in base.targets}
+        forms = [profiles.for_release(base, previous)] if previous else []
+        reports = [driftmod.report(spec, read, root.has_package, {}) for spec in forms + [base]]
+        overrides = previous.specs.get(base.name, {}).get("overrides", {}) if previous else {}
+        kept, prints = {}, {}
+        for target in base.targets:
+            for spec, rows in zip(forms + [base], reports):
+                mine = [r for r in rows if r.target == target.id]
+                if all(r.drift == driftmod.UNRECORDED for r in mine):
+                    prints[target.id] = mine[0].fingerprint
+                    if spec is not base and target.id in overrides:
+                        kept[target.id] = _plain(overrides[target.id])
+                    break
+            else:
+                needs += [f"{base.name}: {row_line(r)}" for r in mine if r.drift != driftmod.UNRECORDED]
+        dropped = sorted(set(overrides) - set(kept))
+        if dropped:
+            notes.append(f"{base.name}: overrides of {old} not carried (the spec's own form resolves, or "
+                         f"nothing does): {', '.join(dropped)}")
+        if release not in base.releases:
+            notes.append(f"{base.name}: add {release} to releases: in {spec_path} to use this profile")
+        specs_out[base.name] = {**({"overrides": kept} if kept else {}), "fingerprints": prints}
+    if needs:
+        return ProfileDraft(path, None, needs, notes)
+    if previous and previous.release == release:
+        pins = {name: str(spec) for name, spec in previous.packages.items()}
+    else:
+        pins = {name: f"=={versions[name]}" for name in sorted(packages) if name in versions}
+    if not pins:
+        raise PatchspecError(f"no installed version found under the root for {', '.join(sorted(packages))}",
+                             file=str(root.path))
+    data = {"release": release, "packages": pins, "specs": specs_out}
+    text = ("# yaml-language-server: $schema=../../patchspec/schema/profile.schema.json\n"
+            f"# Draft by patchspec profile new {release}" + (f" --from {old}" if old else "") + ": review it.\n"
+            + yaml.safe_dump(data, sort_keys=False, width=110))
+    profiles.load_profile_text(text, str(path))  # the draft must load like any profile
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return ProfileDraft(path, text, [], notes)
+
+
+def _plain(data):
+    """YAML-loaded data (mappings that remember locations) as plain dicts and lists for dumping."""
+    return json.loads(json.dumps(data))
