@@ -15,8 +15,8 @@ def intermediate_tensors_iter(self):
 
 
 def take_intermediate_tensors(kwargs: dict) -> None:
-    """Inside the adapter: the dict the runner passed becomes IntermediateTensors laid out like the
-    model's input ids (flattened or not); without one (first stage, pipeline size 1) the keyword is
+    """Inside the adapter: the dict the runner passed (one leading dimension of tokens) becomes
+    IntermediateTensors laid out like the model's input ids (flattened or not); without one (first stage, pipeline size 1) the keyword is
     dropped, so the model is called with exactly its original arguments."""
     tensors = kwargs.pop("intermediate_tensors", None)
     if tensors is None:
@@ -24,7 +24,7 @@ def take_intermediate_tensors(kwargs: dict) -> None:
     from vllm.sequence import IntermediateTensors
     shape = kwargs["input_ids"].shape
     kwargs["intermediate_tensors"] = IntermediateTensors(
-        {key: value.view(*shape, value.shape[-1]) for key, value in tensors.items()})
+        {key: value.view(*shape, *value.shape[1:]) for key, value in tensors.items()})
 
 
 def stage_output(hidden_states):

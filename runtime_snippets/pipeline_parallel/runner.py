@@ -94,8 +94,17 @@ def sent_to_next_stage(runner, output, token_ids, warmup_mode) -> bool:
     if found is None or found.is_last:
         return False
     if not warmup_mode:
-        found.transfer.isend(dict(output.tensors), token_ids.numel())
+        found.transfer.isend({key: _token_major(value, token_ids) for key, value in output.tensors.items()},
+                             token_ids.numel())
     return True
+
+
+def _token_major(tensor, token_ids):
+    """``tensor`` with one leading dimension of tokens, as the wire wants it: the model's outputs are laid
+    out like its input ids, ``[batch, seq, ...]`` or already flat."""
+    if tensor.shape[:token_ids.dim()] == token_ids.shape:
+        return tensor.flatten(0, token_ids.dim() - 1)
+    return tensor
 
 
 def ran_non_last_stage(runner, scheduler_output, pd_info, prefill_input_data, decode_input_data,

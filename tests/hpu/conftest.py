@@ -1,0 +1,39 @@
+"""Roots for the HPU runner tests: vLLM 0.30.0's sources with the fixture vllm_gaudi, pristine and patched."""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchspec import ops
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = REPO / "specs" / "pipeline-parallel.yaml"
+FIXTURE = REPO / "tests" / "fixtures" / "gaudi"
+
+
+def build_root(dest: Path, *sources: Path) -> Path:
+    for source in sources:
+        shutil.copytree(source, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".complete"))
+    return dest
+
+
+@pytest.fixture(scope="session")
+def hpu_roots(vllm_release, tmp_path_factory) -> tuple[Path, Path]:
+    """``(pristine, patched)``; the patched one has the spec applied for v0.30.0."""
+    vllm = vllm_release("0.30.0")
+    pristine = build_root(tmp_path_factory.mktemp("pristine") / "root", vllm, FIXTURE)
+    patched = build_root(tmp_path_factory.mktemp("patched") / "root", pristine)
+    ops.apply(str(SPEC), "v0.30.0", str(patched))
+    return pristine, patched
+
+
+@pytest.fixture
+def patched_import(hpu_roots, monkeypatch):
+    """The patched root on ``sys.path`` for one test; its modules are forgotten afterwards."""
+    monkeypatch.syspath_prepend(str(hpu_roots[1]))
+    yield hpu_roots[1]
+    for name in [n for n in sys.modules if n.split(".")[0] in ("vllm", "vllm_gaudi", "_patchspec_runtime")]:
+        del sys.modules[name]

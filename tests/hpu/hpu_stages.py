@@ -1,0 +1,176 @@
+"""Pipeline stages of the fixture HPU runner in real processes, talking over gloo on 127.0.0.1.
+
+The parent plays vLLM's engine core: it schedules each step, hands the same scheduler output to every
+stage (``execute_model`` then ``sample_tokens``), takes the sampled tokens from the last stage and
+returns them to the other stages with the next step, as vLLM's scheduler does under pipeline parallelism.
+"""
+from __future__ import annotations
+
+import importlib
+import queue
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+TIMEOUT_S = 60.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class StageReport:
+    """What one stage did in one step."""
+    output: object
+    calls: list
+    forwards: list
+    messages: int  # transfer messages so far, sent or received
+
+
+def _stage_main(root, rank, pp, port, inbox, outbox, options):
+    try:
+        sys.path.insert(0, root)
+        runner_module = importlib.import_module("vllm_gaudi.v1.worker.hpu_model_runner")
+        parallel = runner_module.ParallelConfig(pipeline_parallel_size=pp, pp_rank=rank)
+        runner = runner_module.HPUModelRunner(runner_module.VllmConfig(parallel_config=parallel),
+                                              flatten_input=options.get("flatten", False))
+        runner.dp_padding = options.get("dp_padding", False)
+        transfer = None
+        if pp > 1:
+            dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=pp,
+                                    timeout=timedelta(seconds=TIMEOUT_S))
+            snippets = importlib.import_module("_patchspec_runtime.pipeline_parallel.runner")
+            transfer = snippets.StageTransfer(dist.group.WORLD, timeout_s=TIMEOUT_S / 2)
+            runner._pp_stage = snippets.Stage(rank == 0, rank == pp - 1, transfer)
+        outbox.put((rank, "ready", None))
+        while (msg := inbox.get()) is not None:
+            kind, payload = msg
+            if kind == "warmup":
+                runner.warmup_model()
+                output = None
+            else:
+                runner.execute_model(runner_module.SchedulerOutput(**payload))
+                output = runner.sample_tokens(None)
+            report = StageReport(output, runner.calls[:], runner.forwards[:],
+                                 transfer.stats.messages if transfer else 0)
+            runner.calls.clear()
+            runner.forwards.clear()
+            outbox.put((rank, kind, report))
+    except BaseException:
+        outbox.put((rank, "error", traceback.format_exc()))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+class Pipeline:
+    """``pp`` stage processes over the root's (patched) fixture runner; use as a context manager."""
+
+    def __init__(self, root, pp: int, **options):
+        self.pp = pp
+        ctx = mp.get_context("spawn")
+        self._outbox = ctx.Queue()
+        self._inboxes = [ctx.Queue() for _ in range(pp)]
+        port = free_port()
+        self._procs = [ctx.Process(target=_stage_main, args=(str(root), r, pp, port, self._inboxes[r],
+                                                             self._outbox, options), daemon=True)
+                       for r in range(pp)]
+        for p in self._procs:
+            p.start()
+        self._collect(range(pp), "ready")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for inbox in self._inboxes:
+            inbox.put(None)
+        for p in self._procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+                p.join()
+
+    def run(self, kind: str, payload=None, ranks=None) -> dict[int, StageReport]:
+        ranks = list(range(self.pp)) if ranks is None else ranks
+        for r in ranks:
+            self._inboxes[r].put((kind, payload))
+        return self._collect(ranks, kind)
+
+    def _collect(self, ranks, kind) -> dict:
+        got, deadline = {}, time.monotonic() + TIMEOUT_S
+        while len(got) < len(ranks):
+            try:
+                rank, what, value = self._outbox.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                raise TimeoutError(f"stages {sorted(set(ranks) - set(got))} did not finish {kind}") from None
+            if what == "error":
+                raise RuntimeError(f"stage {rank} failed:\n{value}")
+            got[rank] = value
+        return got
+
+
+@dataclass
+class Step:
+    """One scheduled step and what each stage reported."""
+    num_prompts: int  # requests still in their prompt this step
+    num_decodes: int
+    reports: dict = field(default_factory=dict)
+
+
+def generate(pipeline: Pipeline, prompts: dict, arrivals: dict | None = None, chunk: int = 3,
+             max_tokens: int = 4) -> list[Step]:
+    """Greedy generation of ``max_tokens`` per prompt with chunked prefill; request ``r`` joins at step
+    ``arrivals[r]``."""
+    arrivals = arrivals or {}
+    waiting, running, steps = dict(prompts), {}, []
+    sampled: dict = {}
+    while waiting or running:
+        step = len(steps)
+        new = {r: p for r, p in waiting.items() if arrivals.get(r, 0) <= step}
+        finished = {r for r, (_, out) in running.items() if len(out) >= max_tokens}
+        for r in new:
+            del waiting[r]
+            running[r] = [0, []]
+        scheduled, computed = {}, {}
+        for r, (done, out) in running.items():
+            if r in finished:
+                continue
+            prompt_len = len(prompts[r])
+            scheduled[r] = min(chunk, prompt_len - done) if done < prompt_len else prompt_len + len(out) - done
+            if r not in new:
+                computed[r] = done
+        payload = dict(num_scheduled_tokens=scheduled, new_reqs={r: list(prompts[r]) for r in new},
+                       num_computed_tokens=computed, finished_req_ids=finished,
+                       new_token_ids={r: t for r, t in sampled.items() if r in computed})
+        record = Step(sum(running[r][0] < len(prompts[r]) for r in scheduled),
+                      sum(running[r][0] >= len(prompts[r]) for r in scheduled))
+        record.reports = pipeline.run("step", payload)
+        steps.append(record)
+        for r in finished:
+            del running[r]
+        sampled = record.reports[pipeline.pp - 1].output or {}
+        for r, n in scheduled.items():
+            running[r][0] += n
+        for r, tokens in sampled.items():
+            running[r][1].extend(tokens)
+    return steps
+
+
+def outputs_of(steps: list[Step], last_rank: int) -> dict:
+    """Every token the last stage sampled, per request."""
+    tokens: dict = {}
+    for step in steps:
+        for r, t in (step.reports[last_rank].output or {}).items():
+            tokens.setdefault(r, []).extend(t)
+    return tokens
+
