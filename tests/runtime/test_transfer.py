@@ -1,0 +1,323 @@
+"""The stage-to-stage transfer between real processes over gloo on 127.0.0.1.
+
+Each session spawns its processes once and runs several scenarios in them (torch start-up dominates);
+every process is joined, or killed, before the session returns.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import queue
+import signal
+import socket
+import struct
+import time
+import traceback
+from datetime import timedelta
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runtime_snippets.pipeline_parallel import PipelineDesyncError, PipelinePeerError, StageTransfer, wire
+
+SESSION_S = 40.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _entry(rank, world, tp, port, results, scenarios, env):
+    os.environ.update(env)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=SESSION_S))
+    pp_groups = [dist.new_group([t, t + tp]) for t in range(tp)]
+    tp_groups = [dist.new_group(list(range(s * tp, s * tp + tp))) for s in range(2)]
+    stage, t = divmod(rank, tp)
+    for scenario in scenarios:
+        try:
+            value = scenario(stage, pp_groups[t], tp_groups[stage] if tp > 1 else None)
+        except BaseException:
+            value = traceback.format_exc()
+        results.put((scenario.__name__, rank, value))
+
+
+def _session(scenarios, tp: int, env: dict | None = None) -> dict[str, dict[int, object]]:
+    """Run each ``scenario(stage, pp_group, tp_group)`` in turn on PP2 x ``tp`` processes.
+
+    Returns, per scenario name, each rank's return value (or traceback); a killed rank is missing.
+    """
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port, world = _free_port(), 2 * tp
+    procs = [ctx.Process(target=_entry, args=(r, world, tp, port, results, scenarios, env or {}))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    got: dict[str, dict[int, object]] = {s.__name__: {} for s in scenarios}
+    deadline = time.monotonic() + SESSION_S
+    try:
+        while sum(map(len, got.values())) < world * len(scenarios) and time.monotonic() < deadline:
+            try:
+                name, rank, value = results.get(timeout=0.2)
+                got[name][rank] = value
+            except queue.Empty:
+                if not any(p.is_alive() for p in procs) and results.empty():
+                    break
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return got
+
+
+def _tensor(shape, dtype, seed) -> torch.Tensor:
+    """Random bits of ``dtype`` (NaNs and all), so equality below is bit equality."""
+    numel = 1
+    for d in shape:
+        numel *= d
+    g = torch.Generator().manual_seed(seed)
+    raw = torch.randint(0, 256, (numel * dtype.itemsize,), dtype=torch.uint8, generator=g)
+    return raw.view(dtype).view(shape)
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.reshape(-1).view(torch.uint8),
+                                                                    b.reshape(-1).view(torch.uint8))
+
+
+@pytest.fixture(scope="module")
+def tp1():
+    return _session([_roundtrip, _desync], tp=1, env={"VLLM_HPU_PP_STATS_EVERY": "2"})
+
+
+@pytest.fixture(scope="module")
+def tp2():
+    return _session([_roundtrip, _killed], tp=2, env={"VLLM_HPU_PP_STATS_EVERY": "2"})
+
+
+# (num_tokens, {key: (trailing dims, dtype)}): decode-sized and >= 1 MiB, sizes odd on purpose.
+CASES = [
+    (32, {"hidden_states": ((256,), torch.bfloat16), "residual": ((256,), torch.bfloat16)}),
+    (7, {"hidden_states": ((33,), torch.float16), "per_layer_inputs": ((3, 5), torch.float32),
+         "aux_hidden_states_0": ((1,), torch.int64)}),
+    (1031, {"hidden_states": ((517,), torch.float32), "residual": ((517,), torch.bfloat16)}),
+    (2053, {"hidden_states": ((129,), torch.int64), "aux_hidden_states_3": ((3,), torch.float16)}),
+    (1, {"residual": ((5,), torch.bfloat16)}),
+]
+
+
+def _case(i: int) -> tuple[int, dict[str, torch.Tensor]]:
+    num_tokens, keys = CASES[i]
+    return num_tokens, {k: _tensor((num_tokens, *dims), dtype, seed=100 * i + j)
+                        for j, (k, (dims, dtype)) in enumerate(keys.items())}
+
+
+def _roundtrip(stage, pp_group, tp_group):
+    """Stage 0 sends every case (alternately with isend); stage 1 checks bits and that views stay valid."""
+    logging.getLogger("vllm").setLevel(logging.INFO)
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logging.getLogger("vllm.patchspec.transfer").addHandler(handler)
+    xfer = StageTransfer(pp_group, tp_group, timeout_s=20)
+    report = []
+    if stage == 0:
+        handles = []
+        for i in range(len(CASES)):
+            num_tokens, tensors = _case(i)
+            if i % 2:
+                xfer.send(tensors, num_tokens)
+            else:
+                handles.append(xfer.isend(tensors, num_tokens))
+                tensors.clear()  # the sender may drop or reuse its tensors once isend returns
+        for h in handles:
+            h.wait()
+    else:
+        previous = None
+        for i in range(len(CASES)):
+            num_tokens, expected = _case(i)
+            got = xfer.recv(num_tokens)
+            ok = list(got) == list(expected) and all(_same_bits(got[k], expected[k]) for k in expected)
+            if previous is not None:  # the last result stays valid through one more recv
+                ok = ok and all(_same_bits(previous[1][k], _case(previous[0])[1][k]) for k in previous[1])
+            report.append(ok)
+            previous = (i, got)
+    return {"ok": report, "split": xfer.stats.split_messages, "stats_logs": len(records)}
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_roundtrip_is_bit_identical(tp, request):
+    got = request.getfixturevalue(f"tp{tp}")["_roundtrip"]
+    assert len(got) == 2 * tp, got
+    for rank, result in got.items():
+        assert isinstance(result, dict), f"rank {rank}:\n{result}"
+        stage, tp_rank = divmod(rank, tp)
+        if stage == 1:
+            assert result["ok"] == [True] * len(CASES)
+        # the two >= 1 MiB cases are split when there is more than one TP rank, the rest never
+        assert result["split"] == (2 if tp > 1 else 0)
+        # VLLM_HPU_PP_STATS_EVERY=2 and 5 messages: TP rank 0 logs twice, other TP ranks never
+        assert result["stats_logs"] == (2 if tp_rank == 0 else 0)
+
+
+def _message(tensors: dict[str, torch.Tensor], num_tokens: int, seq: int) -> torch.Tensor:
+    """A whole message built by hand from the wire format, for the sender that breaks the rules."""
+    header, words = wire.plan(tensors, num_tokens, seq, split_parts=1, split_bytes=1 << 62)
+    msg = torch.zeros(header.message_bytes, dtype=torch.uint8)
+    msg[:wire.HEADER_BYTES].view(torch.int64).copy_(torch.tensor(words))
+    for spec, t in zip(header.specs, tensors.values()):
+        start = wire.HEADER_BYTES + spec.offset
+        msg[start:start + spec.nbytes].copy_(t.reshape(-1).view(torch.uint8))
+    msg[-wire.TRAILER_BYTES:].view(torch.int64).copy_(torch.tensor(header.trailer))
+    return msg
+
+
+def _desync(stage, pp_group, tp_group):
+    """One scenario per fresh StageTransfer pair; the receiver reports what each bad recv raised."""
+    n, tensors = _case(0)
+    peer = 1 - stage
+    if stage == 0:
+        xfer = StageTransfer(pp_group, timeout_s=20)
+        try:
+            xfer.send({"bogus": tensors["hidden_states"]}, n)
+        except ValueError as e:  # refused on the sender, nothing sent, transfer still usable
+            unknown_key = str(e)
+        for _ in range(3):  # skipped: the receiver loses message 1
+            xfer.send(tensors, n)
+        StageTransfer(pp_group, timeout_s=20).send(tensors, n)  # repeated: seq 0 twice
+        StageTransfer(pp_group, timeout_s=20).send(tensors, n)
+        StageTransfer(pp_group, timeout_s=20).send({k: v[:n // 2] for k, v in tensors.items()}, n // 2)  # tokens
+        bad_magic = _message(tensors, n, 0)
+        bad_magic[:8].view(torch.int64).fill_(0x0BADC0DE)
+        dist.send(bad_magic, group=pp_group, group_dst=peer)
+        dist.send(_message(tensors, n, 0)[:-100].clone(), group=pp_group, group_dst=peer)  # truncated
+        dist.barrier()  # silent until the receiver has timed out (which closes the pipeline connection)
+        return {"unknown_key": unknown_key}
+
+    def outcome(xfer: StageTransfer, num_tokens: int = n):
+        returned = None
+        start = time.monotonic()
+        try:
+            returned = xfer.recv(num_tokens)
+        except (PipelineDesyncError, PipelinePeerError) as e:
+            try:
+                xfer.recv(num_tokens)
+                after = "recv after the error returned"
+            except type(e) as again:
+                after = str(again)
+            return type(e).__name__, str(e), returned, after, time.monotonic() - start
+        return None, "", returned, "", time.monotonic() - start
+
+    report = {}
+    xfer = StageTransfer(pp_group, timeout_s=20)
+    report["first_ok"] = _same_bits(xfer.recv(n)["residual"], tensors["residual"])
+    dist.recv(torch.empty(1 << 20, dtype=torch.uint8), group=pp_group, group_src=peer)  # lose message 1
+    report["skipped"] = outcome(xfer)
+    xfer = StageTransfer(pp_group, timeout_s=20)
+    xfer.recv(n)
+    report["repeated"] = outcome(xfer)
+    report["tokens"] = outcome(StageTransfer(pp_group, timeout_s=20))
+    report["magic"] = outcome(StageTransfer(pp_group, timeout_s=20))
+    report["truncated"] = outcome(StageTransfer(pp_group, timeout_s=20))
+    report["silent"] = outcome(StageTransfer(pp_group, timeout_s=1.5))
+    dist.barrier()
+    return report
+
+
+def test_desync_and_silent_peer_raise_named_errors(tp1):
+    got = tp1["_desync"]
+    assert isinstance(got.get(0), dict), got.get(0)
+    assert "unknown tensor key 'bogus'" in got[0]["unknown_key"]
+    report = got.get(1)
+    assert isinstance(report, dict), report
+    assert report["first_ok"]
+    expected = {
+        "skipped": ("PipelineDesyncError", "sequence number from rank 0: expected 1, got 2"),
+        "repeated": ("PipelineDesyncError", "sequence number from rank 0: expected 1, got 0"),
+        "tokens": ("PipelineDesyncError", f"token count (padded batch) from rank 0: expected {CASES[0][0]}, "
+                                          f"got {CASES[0][0] // 2}"),
+        "magic": ("PipelineDesyncError", "bad header magic: expected 0x50505f4750495045, got 0xbadc0de"),
+        "truncated": ("PipelineDesyncError", "message 0 truncated"),
+        "silent": ("PipelinePeerError", "receive from rank 0 failed or timed out (1.5 s"),
+    }
+    for name, (error, text) in expected.items():
+        kind, message, returned, after, _ = report[name]
+        assert (kind, returned) == (error, None), (name, report[name])
+        assert text in message, (name, message)
+        assert after.startswith("pipeline transfer stopped by an earlier error"), (name, after)
+    assert 1.4 < report["silent"][4] < 5.0
+
+
+def _killed(stage, pp_group, tp_group):
+    """Decode-sized messages on every pipeline pair; the last sender dies after three."""
+    n, tensors = _case(0)
+    xfer = StageTransfer(pp_group, tp_group, timeout_s=8)
+    if stage == 0:
+        for i in range(4):
+            if i == 3 and tp_group is not None and dist.get_rank(tp_group) == dist.get_world_size(tp_group) - 1:
+                os.kill(os.getpid(), signal.SIGKILL)
+            xfer.send(tensors, n)
+        return None
+    received = [_same_bits(xfer.recv(n)["hidden_states"], tensors["hidden_states"]) for _ in range(3)]
+    start = time.monotonic()
+    try:
+        xfer.recv(n)
+        error = "returned"
+    except PipelinePeerError as e:
+        error = str(e)
+    return received, error, time.monotonic() - start
+
+
+def test_killed_peer_raises_within_timeout(tp2):
+    got = tp2["_killed"]
+    assert sorted(got) == [0, 2, 3]  # rank 1 was killed before reporting
+    assert got[2] == ([True] * 3, "returned", got[2][2])
+    received, error, elapsed = got[3]
+    assert received == [True] * 3
+    assert "receive from rank 1 failed or timed out" in error
+    assert elapsed < 8.0
+
+
+@functools.cache
+def _valid_words(i: int) -> tuple[int, ...]:
+    num_tokens, tensors = _case(i)
+    return tuple(wire.plan(tensors, num_tokens, seq=i, split_parts=2, split_bytes=1 << 20)[1])
+
+
+_HEADERS = st.integers(0, len(CASES) - 1).map(lambda i: list(_valid_words(i)))
+_RANDOM = st.binary(min_size=wire.HEADER_BYTES, max_size=wire.HEADER_BYTES).map(
+    lambda b: list(struct.unpack(f"<{wire.HEADER_WORDS}q", b)))
+_WORD = st.one_of(st.integers(-(1 << 63), (1 << 63) - 1), st.integers(-2, 70))
+
+
+@st.composite
+def _headers(draw):
+    """Valid headers with some words replaced, and random ones; half of them with a matching checksum."""
+    words = draw(st.one_of(_HEADERS, _RANDOM))
+    for index, value in draw(st.lists(st.tuples(st.integers(0, wire.HEADER_WORDS - 1), _WORD), max_size=4)):
+        words[index] = value
+    if draw(st.booleans()):
+        words[7] = wire.checksum(words)
+    return words
+
+
+@settings(max_examples=800, deadline=None)
+@given(_headers())
+def test_header_decoder_raises_only_the_named_error(words):
+    try:
+        header = wire.decode(words, max_message_bytes=1 << 30)
+    except PipelineDesyncError:
+        return
+    assert header.message_bytes <= 1 << 30
+    assert all(s.shape[0] == header.num_tokens for s in header.specs)
