@@ -112,7 +112,12 @@ def cmd_compile(args) -> int:
             (out / rel).parent.mkdir(parents=True, exist_ok=True)
             (out / rel).write_text(text, encoding="utf-8")
         lines.append(f"wrote {len(texts)} file(s) under {out}")
-    _emit(args, {"release": prepared.release, "plan": _rows(prepared.plan), "files": sorted(texts)}, lines)
+    from patchspec import drift_report
+
+    drifted = drift_report.drift(args.spec, args.root, prepared.release)
+    lines += drift_report.report_lines(drifted)
+    _emit(args, {"release": prepared.release, "plan": _rows(prepared.plan), "files": sorted(texts),
+                 "drift": drift_report.report_json(drifted)}, lines)
     return 0
 
 
