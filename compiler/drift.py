@@ -81,13 +81,16 @@ class DriftRow:
 
 
 FileDrift = Callable[[Spec, str, "str | None", "str | None", bool, dict], list[DriftRow]]
+ObsoleteLine = Callable[[ObsoleteWhen, "str | None"], "int | None"]
 
 
 def report(spec: Spec, read: Callable[[str], str | None], has_package: Callable[[str], bool],
            fingerprints: dict[str, str], baseline_read: Callable[[str], str | None] | None = None,
-           per_file: FileDrift | None = None) -> list[DriftRow]:
-    """Every target and transform of ``spec`` classified; ``per_file`` may be a caching ``file_drift``."""
+           per_file: FileDrift | None = None, obsolete: ObsoleteLine | None = None) -> list[DriftRow]:
+    """Every target and transform of ``spec`` classified; ``per_file`` and ``obsolete`` may be caching
+    versions of ``file_drift`` and ``obsolete_line``."""
     per_file = per_file or file_drift
+    obsolete = obsolete or obsolete_line
     rows: list[DriftRow] = []
     for path in dict.fromkeys(t.file for t in spec.targets):
         present = has_package(path.split("/", 1)[0])
@@ -95,7 +98,7 @@ def report(spec: Spec, read: Callable[[str], str | None], has_package: Callable[
         baseline = baseline_read(path) if present and baseline_read else None
         rows += per_file(spec, path, text, baseline, present, fingerprints)
     hits = [(cond, line) for cond in spec.obsolete_when if has_package(cond.file.split("/", 1)[0])
-            and (line := obsolete_line(cond, read(cond.file))) is not None]
+            and (line := obsolete(cond, read(cond.file))) is not None]
     return with_obsolete(rows, hits)
 
 

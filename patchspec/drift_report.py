@@ -76,7 +76,7 @@ def drift(spec_path: str, root_path: str, release: str = "auto", baseline: str |
     read = _pristine_reader(root, staterec.load(root))
     baseline_read = Root.open(baseline).read_text if baseline else None
     rows = driftmod.report(spec, read, root.has_package, profile.fingerprints(spec.name), baseline_read,
-                           cached_file_drift if use_cache else driftmod.file_drift)
+                           *((cached_file_drift, cached_obsolete_line) if use_cache else ()))
     return DriftResult(spec, release, note, rows)
 
 
@@ -102,24 +102,35 @@ def cached_file_drift(spec: Spec, path: str, text: str | None, baseline: str | N
                       fingerprints: dict[str, str]) -> list[driftmod.DriftRow]:
     """``compiler.drift.file_drift`` remembered under the cache directory, keyed by what it depends on."""
     targets = [t for t in spec.targets if t.file == path]
-    key = hashlib.sha256(json.dumps({
-        "code": _code_version(), "spec": [spec.name, spec.alias],
-        "targets": [[t.id, t.function, [[x.kind, x.params] for x in t.transforms]] for t in targets],
-        "fingerprints": {t.id: fingerprints.get(t.id) for t in targets}, "path": path,
-        "text": _sha(text), "baseline": _sha(baseline), "present": present,
-    }, sort_keys=True).encode()).hexdigest()
-    entry = cache.cache_dir() / "drift" / f"{key}.json"
+    key = {"spec": [spec.name, spec.alias], "path": path, "present": present,
+           "targets": [[t.id, t.function, [[x.kind, x.params] for x in t.transforms]] for t in targets],
+           "fingerprints": {t.id: fingerprints.get(t.id) for t in targets},
+           "text": _sha(text), "baseline": _sha(baseline)}
+    rows = _cached(key, lambda: [r.to_dict() for r in
+                                 driftmod.file_drift(spec, path, text, baseline, present, fingerprints)])
+    return [driftmod.DriftRow.from_dict(d) for d in rows]
+
+
+def cached_obsolete_line(cond, text: str | None) -> int | None:
+    key = {"obsolete": [cond.file, cond.function, cond.contains], "text": _sha(text)}
+    return _cached(key, lambda: driftmod.obsolete_line(cond, text))
+
+
+def _cached(key: dict, compute):
+    """``compute()`` (JSON data), stored under the cache directory by the hash of ``key`` and the code."""
+    digest = hashlib.sha256(json.dumps({**key, "code": _code_version()}, sort_keys=True).encode()).hexdigest()
+    entry = cache.cache_dir() / "drift" / f"{digest}.json"
     try:
-        return [driftmod.DriftRow.from_dict(d) for d in json.loads(entry.read_text())]
-    except (OSError, ValueError, TypeError, KeyError):
+        return json.loads(entry.read_text())["value"]
+    except (OSError, ValueError, KeyError):
         pass
-    rows = driftmod.file_drift(spec, path, text, baseline, present, fingerprints)
+    value = compute()
     entry.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
     with os.fdopen(fd, "w") as handle:
-        json.dump([r.to_dict() for r in rows], handle)
+        json.dump({"value": value}, handle)
     os.replace(tmp, entry)
-    return rows
+    return value
 
 
 def row_line(r: driftmod.DriftRow) -> str:
