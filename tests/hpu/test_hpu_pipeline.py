@@ -1,0 +1,85 @@
+"""The patched fixture HPU runner at pipeline size 2 over gloo, against the unpatched runner at size 1.
+
+Stages are real processes; the parent schedules like vLLM's engine core. The prompts arrive so that
+steps mix prefill chunks and decodes.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import call_order
+from hpu_stages import Pipeline, generate, outputs_of
+
+PROMPTS = {"a": [5, 6, 7, 8, 9], "b": [11, 12], "c": [3, 1, 4, 1, 5, 9, 2], "d": [60], "e": [88, 2, 71, 20]}
+ARRIVALS = {"c": 2, "d": 3, "e": 3}
+OPTIONS = [{}, {"dp_padding": True, "flatten": True}]
+SAMPLING = {"_run_sampling", "compute_logits", "warmup_sampler"}
+
+
+def _reference(root, **options):
+    with Pipeline(root, 1, **options) as pipeline:
+        pipeline.run("warmup")
+        return generate(pipeline, PROMPTS, ARRIVALS)
+
+
+@pytest.fixture(scope="module", params=OPTIONS, ids=lambda o: ",".join(o) or "plain")
+def runs(request, hpu_roots):
+    """The unpatched runner at size 1, the patched one at size 1, and the patched one at size 2."""
+    pristine, patched = hpu_roots
+    options = request.param
+    with Pipeline(patched, 2, **options) as pipeline:
+        # stage 1 warms up alone first: its warm-up must not wait for stage 0
+        warmup = pipeline.run("warmup", ranks=[1]) | pipeline.run("warmup", ranks=[0])
+        steps = generate(pipeline, PROMPTS, ARRIVALS)
+    return options, _reference(pristine, **options), _reference(patched, **options), warmup, steps
+
+
+def test_size_1_patched_runs_the_original_path(runs):
+    _, original, patched, _, _ = runs
+    assert outputs_of(patched, 0) == outputs_of(original, 0)
+    assert [s.reports[0].calls for s in patched] == [s.reports[0].calls for s in original]
+    assert [s.reports[0].forwards for s in patched] == [s.reports[0].forwards for s in original]
+
+
+def test_size_2_samples_the_same_tokens_as_size_1(runs):
+    _, original, _, _, steps = runs
+    expected = outputs_of(original, 0)
+    assert sorted(expected) == sorted(PROMPTS) and all(len(t) == 4 for t in expected.values())
+    assert outputs_of(steps, 1) == expected
+
+
+def test_non_last_stage_never_samples_and_returns_nothing(runs):
+    _, _, _, warmup, steps = runs
+    assert SAMPLING.isdisjoint(warmup[0].calls)
+    assert "warmup_sampler" in warmup[1].calls
+    for step in steps:
+        assert step.reports[0].output is None
+        assert SAMPLING.isdisjoint(step.reports[0].calls), step.reports[0].calls
+
+
+def test_every_forward_is_received_in_order_and_warmup_sends_nothing(runs):
+    _, _, _, warmup, steps = runs
+    assert warmup[0].messages == warmup[1].messages == 0
+    assert any(warmup[1].forwards), "the warm-up of stage 1 ran a forward on zero tensors"
+    sent = 0
+    for step in steps:
+        first, last = step.reports[0], step.reports[1]
+        assert first.forwards == last.forwards  # same padded batches, same order
+        sent += len(first.forwards)
+        assert first.messages == last.messages == sent
+
+
+def test_non_last_stage_runs_the_preparation_and_forwards_of_sample_tokens(runs, hpu_roots):
+    """The calls stage 0 made, step by step, against the order read from the patched method."""
+    options, _, _, _, steps = runs
+    source = (hpu_roots[1] / "vllm_gaudi/v1/worker/hpu_model_runner.py").read_text()
+    patched = call_order.method(source, "HPUModelRunner", "sample_tokens")
+    assert call_order.calls_before_return(patched) == []
+    for step in steps[:-1]:  # the last step only retires requests
+        dp = options.get("dp_padding", False)
+        conditions = call_order.batch_conditions(step.num_prompts, step.num_decodes, dp)
+        loops = {"prefill_data": math.ceil(step.num_prompts / 2),
+                 "dummy_prefill_input_data_batches_across_dp": int(dp)}
+        assert step.reports[0].calls == call_order.non_last_stage_calls(patched, conditions, loops)
