@@ -133,16 +133,21 @@ def _cached(key: dict, compute):
     return value
 
 
-def row_line(r: driftmod.DriftRow) -> str:
-    """One line a person reads: class, target, where, and what moved or what to look at."""
+MAX_RANGES = 8
+
+
+def row_line(r: driftmod.DriftRow, changes: bool = True) -> str:
+    """One line a person reads: class, target, where, and what moved or what to look at; ``changes``
+    adds the target's changed statement ranges (said once per target)."""
     where = f"{r.file}:{r.line}" if r.line else r.file
     parts = [f"{r.drift}: {r.target}#{r.index} {r.kind} {r.function} at {where}"]
     if r.baseline_line and r.line and r.baseline_line != r.line:
         parts.append(f"moved from line {r.baseline_line}")
-    if r.changes and r.drift in (driftmod.CHANGED, driftmod.OBSOLETE):
-        parts.append("changed lines " + ", ".join(
-            f"{c.first}" + (f"-{c.last}" if c.last != c.first else "") + ("" if c.tag == "replace" else f" ({c.tag})")
-            for c in r.changes))
+    if changes and r.changes:
+        shown = ", ".join(f"{c.first}" + (f"-{c.last}" if c.last != c.first else "")
+                          + ("" if c.tag == "replace" else f" ({c.tag})") for c in r.changes[:MAX_RANGES])
+        more = f" and {len(r.changes) - MAX_RANGES} more" if len(r.changes) > MAX_RANGES else ""
+        parts.append(f"changed since the baseline: lines {shown}{more}")
     if r.candidates:
         parts.append("candidates " + ", ".join(
             f"{c.qualname} (line {c.line}, {c.anchors} transform(s) resolve there, "
@@ -157,7 +162,8 @@ def report_lines(result: DriftResult) -> list[str]:
     for r in result.rows:
         counts[r.drift] = counts.get(r.drift, 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
-    return [row_line(r) for r in result.rows] + [
+    firsts = {r.target: r.index for r in reversed(result.rows)}
+    return [row_line(r, firsts[r.target] == r.index) for r in result.rows] + [
         f"drift of {result.spec.name} against release {result.release} ({result.note}): {summary}; "
         f"exit {result.code}"]
 

@@ -1,0 +1,211 @@
+"""Drift on real vLLM releases (0.24.0, 0.26.0, 0.30.0, 0.33.0), asserted target by target.
+
+The drift-probe spec (tests/drift/probe.yaml) anchors on upstream vLLM code chosen because it holds,
+moves, vanishes, multiplies or is renamed between those releases; its profiles' fingerprints were
+recorded by ``patchspec profile new`` on 0.26.0 and 0.30.0.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from compiler import drift
+from compiler.fingerprint import Change
+from patchspec import drift_report
+from patchspec.cli import main
+from patchspec.model import Loc, ObsoleteWhen
+from patchspec.spec import load_spec
+
+PROBE_DIR = Path(__file__).resolve().parent / "drift"
+PROBE = str(PROBE_DIR / "probe.yaml")
+FILES = ["vllm/v1/core/sched/scheduler.py", "vllm/model_executor/model_loader/weight_utils.py",
+         "vllm/sequence.py"]
+ALL = ["schedule#0", "schedule#1", "schedule#2", "schedule#3", "promote-blocked#0", "request-counts#0",
+       "state-dict-weights#0", "tensors-iter#0"]
+
+# Release → (profile compared with, class of every transform).
+EXPECTED = {
+    "0.24.0": ("v0.30.0", {"schedule#0": "changed", "schedule#1": "anchor-missing", "schedule#2": "changed",
+                           "schedule#3": "changed", "promote-blocked#0": "changed",
+                           "request-counts#0": "unchanged", "state-dict-weights#0": "unchanged",
+                           "tensors-iter#0": "unchanged"}),
+    "0.26.0": ("v0.26.0", dict.fromkeys(ALL, "unchanged")),
+    "0.30.0": ("v0.30.0", dict.fromkeys(ALL, "unchanged")),
+    "0.33.0": ("v0.30.0", {"schedule#0": "changed", "schedule#1": "changed", "schedule#2": "anchor-missing",
+                           "schedule#3": "anchor-ambiguous", "promote-blocked#0": "target-missing",
+                           "request-counts#0": "changed", "state-dict-weights#0": "unchanged",
+                           "tensors-iter#0": "unchanged"}),
+}
+CODES = {"0.24.0": 2, "0.26.0": 0, "0.30.0": 0, "0.33.0": 2}
+
+
+def small_root(dest: Path, release: Path, files=FILES) -> Path:
+    """The spec's files and the dist-info of a cached release: a root cheap to copy and to hash."""
+    for rel in files:
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(release / rel, dest / rel)
+    for dist in release.glob("*.dist-info"):
+        shutil.copytree(dist, dest / dist.name)
+    return dest
+
+
+def by_key(rows) -> dict[str, drift.DriftRow]:
+    return {f"{r.target}#{r.index}": r for r in rows}
+
+
+@pytest.fixture(scope="module")
+def probe_copy(tmp_path_factory):
+    """The probe spec, its snippets and profiles in a directory the profile tests may write to."""
+    dest = tmp_path_factory.mktemp("probe") / "drift"
+    shutil.copytree(PROBE_DIR, dest)
+    return dest
+
+
+@pytest.mark.parametrize("version", sorted(EXPECTED))
+def test_each_release_target_by_target(vllm_release, version):
+    result = drift_report.drift(PROBE, str(vllm_release(version)), use_cache=False)
+    release, classes = EXPECTED[version]
+    assert result.release == release
+    assert {k: r.drift for k, r in by_key(result.rows).items()} == classes
+    assert result.code == CODES[version]
+
+
+def test_anchors_that_moved_and_held_against_a_baseline(vllm_release):
+    """0.33.0 against 0.30.0: where every anchor went, which lines changed, the renamed target found."""
+    result = drift_report.drift(PROBE, str(vllm_release("0.33.0")), baseline=str(vllm_release("0.30.0")),
+                                use_cache=False)
+    rows = by_key(result.rows)
+    assert (rows["schedule#0"].baseline_line, rows["schedule#0"].line) == (612, 795)
+    assert (rows["schedule#1"].baseline_line, rows["schedule#1"].line) == (584, 722)
+    assert rows["schedule#2"].baseline_line == 856 and rows["schedule#2"].line is None
+    assert rows["schedule#3"].lines == [1232, 1267]
+    assert rows["request-counts#0"].changes == [Change("replace", 2922, 2922)]
+    assert rows["state-dict-weights#0"].changes == []
+    assert (rows["state-dict-weights#0"].baseline_line, rows["state-dict-weights#0"].line) == (961, 1210)
+    best = rows["promote-blocked#0"].candidates[0]
+    assert (best.qualname, best.line, best.anchors) == ("Scheduler._handle_blocked_waiting_request", 3519, 1)
+    assert best.similarity > 0.5
+
+
+def test_renamed_target_without_baseline_ranks_by_anchors_then_name(vllm_release):
+    rows = by_key(drift_report.drift(PROBE, str(vllm_release("0.33.0")), use_cache=False).rows)
+    candidates = rows["promote-blocked#0"].candidates
+    assert candidates[0].qualname == "Scheduler._handle_blocked_waiting_request"
+    assert candidates[0].anchors == 1
+    assert all(c.anchors == 0 for c in candidates[1:])
+
+
+def test_obsolete_when_the_fix_is_upstream(vllm_release):
+    """A condition found in 0.33.0 only: every row there is obsolete and keeps the class it had."""
+    spec = load_spec(PROBE)
+    spec = dataclasses.replace(spec, obsolete_when=(ObsoleteWhen(
+        "vllm/v1/core/sched/scheduler.py", "Scheduler.get_request_counts", "len(self.kv_holding_waiting)",
+        Loc(PROBE, 1, 1)),))
+
+    def rows(version: str):
+        root = vllm_release(version)
+        return drift.report(spec, lambda rel: (root / rel).read_text(), lambda p: (root / p).is_dir(), {})
+
+    old = rows("0.30.0")
+    assert {r.drift for r in old} == {drift.UNRECORDED}
+    new = rows("0.33.0")
+    assert {r.drift for r in new} == {drift.OBSOLETE}
+    assert by_key(new)["schedule#2"].under == drift.ANCHOR_MISSING
+    assert "scheduler.py:2922" in new[0].detail
+    assert drift.exit_code(new) == 2
+    assert drift.exit_code([dataclasses.replace(r, under=drift.UNRECORDED) for r in new]) == 1
+
+
+def tree_hash(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        digest.update(str(path.relative_to(root)).encode())
+        if path.is_file():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def test_cli_drift_json_exit_codes_and_nothing_written(vllm_release, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATCHSPEC_CACHE", str(tmp_path / "cache"))  # cold, then warm from the cache
+    root = small_root(tmp_path / "root", vllm_release("0.33.0"))
+    before = tree_hash(root)
+    for _ in range(2):
+        assert main(["drift", PROBE, "--root", str(root), "--json"]) == 2
+        document = json.loads(capsys.readouterr().out)
+        assert {f"{r['target']}#{r['index']}": r["drift"] for r in document["rows"]} == EXPECTED["0.33.0"][1]
+    assert any((tmp_path / "cache" / "drift").iterdir())
+    assert tree_hash(root) == before
+    assert main(["drift", PROBE, "--pypi", "vllm==0.30.0"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("unchanged: schedule#0 loop_guard Scheduler.schedule at "
+                             "vllm/v1/core/sched/scheduler.py:612")
+    assert out[-1].endswith("8 unchanged; exit 0")
+
+
+def test_cli_drift_exit_1_when_every_anchor_still_holds(vllm_release, capsys):
+    """0.24.0 against the v0.26.0 profile (its override holds there): changed but applies."""
+    assert main(["drift", PROBE, "--pypi", "vllm==0.24.0", "--release", "v0.26.0", "--no-cache"]) == 1
+    assert capsys.readouterr().out.splitlines()[-1].endswith("5 changed, 3 unchanged; exit 1")
+
+
+def test_cli_matrix(vllm_release, capsys):
+    roots = [str(vllm_release(v)) for v in sorted(EXPECTED)]
+    assert main(["matrix", PROBE, *[a for r in roots for a in ("--root", r)], "--json"]) == 2
+    document = json.loads(capsys.readouterr().out)
+    assert [c["release"] for c in document["columns"]] == [EXPECTED[v][0] for v in sorted(EXPECTED)]
+    for row in document["rows"]:
+        key = f"{row['target']}#{row['index']}"
+        assert row["cells"] == [EXPECTED[v][1][key] for v in sorted(EXPECTED)]
+    main(["matrix", PROBE, *[a for r in roots for a in ("--root", r)], "--markdown"])
+    table = capsys.readouterr().out.splitlines()
+    assert table[0] == ("| target | transform | vllm-0.24.0 (v0.30.0) | vllm-0.26.0 (v0.26.0) | "
+                        "vllm-0.30.0 (v0.30.0) | vllm-0.33.0 (v0.30.0) |")
+    assert table[2] == "| schedule | 0 loop_guard | changed | unchanged | unchanged | changed |"
+    assert len(table) == 2 + len(ALL)
+
+
+def test_profile_new_records_what_the_committed_profiles_hold(vllm_release, probe_copy):
+    """Regenerating v0.26.0 carries its override (still matching) and gives the same fingerprints."""
+    committed = (PROBE_DIR / "releases" / "v0.26.0.yaml").read_text()
+    draft = drift_report.new_profile("v0.26.0", str(vllm_release("0.26.0")), [str(probe_copy / "probe.yaml")],
+                                     old="v0.26.0", force=True)
+    assert draft.needs == []
+    assert draft.text == committed
+
+
+def test_profile_new_for_a_new_release(vllm_release, probe_copy, capsys):
+    """0.24.0 from v0.30.0: the spec's own anchors fail there, so nothing is written; from v0.26.0 the
+    override holds and the draft pins vllm 0.24.0."""
+    spec = str(probe_copy / "probe.yaml")
+    path = probe_copy / "releases" / "v0.24.0.yaml"
+    assert main(["profile", "new", "v0.24.0", "--root", str(vllm_release("0.24.0")), "--from", "v0.30.0",
+                 "--spec", spec]) == 2
+    out = capsys.readouterr().out
+    assert "needs a human: drift-probe: anchor-missing: schedule#1 insert_after" in out
+    assert not path.exists()
+    assert main(["profile", "new", "v0.24.0", "--root", str(vllm_release("0.24.0")), "--from", "v0.26.0",
+                 "--spec", spec]) == 0
+    profile = drift_report.profiles.load_profile(probe_copy / "releases", "v0.24.0")
+    assert str(profile.packages["vllm"]) == "==0.24.0"
+    assert profile.specs["drift-probe"]["overrides"] == {"schedule": {"transforms": {"1": {
+        "anchor": "token_budget = self.max_num_scheduled_tokens"}}}}
+    rows = by_key(drift.report(load_spec(spec), lambda rel: (vllm_release("0.24.0") / rel).read_text(),
+                               lambda p: True, {}))
+    assert profile.fingerprints("drift-probe")["request-counts"] == rows["request-counts#0"].fingerprint
+    assert "add v0.24.0 to releases" in capsys.readouterr().out
+    assert main(["profile", "new", "v0.24.0", "--root", str(vllm_release("0.24.0")), "--spec", spec]) == 2
+
+
+def test_profile_new_lists_renamed_targets_with_candidates(vllm_release, probe_copy, capsys):
+    assert main(["profile", "new", "v0.33.0", "--root", str(vllm_release("0.33.0")), "--from", "v0.30.0",
+                 "--spec", str(probe_copy / "probe.yaml"), "--json"]) == 2
+    document = json.loads(capsys.readouterr().out)
+    assert not document["written"]
+    assert [n.split(":")[1].strip() for n in document["needs"]] == [
+        "anchor-missing", "anchor-ambiguous", "target-missing"]
+    assert "Scheduler._handle_blocked_waiting_request (line 3519" in document["needs"][2]
