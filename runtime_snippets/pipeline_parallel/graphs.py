@@ -6,6 +6,10 @@ a non-last stage's outputs are cloned inside the captured graph.
 """
 from __future__ import annotations
 
+USES = {
+    "vllm/sequence.py": ["IntermediateTensors(tensors)", "IntermediateTensors.tensors"],
+}
+
 
 def intermediate_tensors_iter(self):
     """``IntermediateTensors.__iter__``, over its keys like a dict. Without it Python falls back to

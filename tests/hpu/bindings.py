@@ -1,0 +1,132 @@
+"""The binding check: what a snippet module declares in ``USES`` exists in a release's sources.
+
+``USES`` maps a file (relative to the root) to entries written as Python:
+
+- ``Class.method(a, b, k=None)``: the method exists in the class or a base class defined in the same file,
+  and a call with that many positional arguments and those keywords binds to its parameters;
+- ``Class(a)``: the class exists and its ``__init__`` takes those arguments;
+- ``Class.attribute``: the class (or a same-file base) has it: a method, a class-level name, or
+  ``self.attribute`` assigned in one of its methods;
+- ``function(a, b)``: a module-level function that takes them, or a name the module imports (its
+  signature is then another package's and is not checked here);
+- ``name``: anything bound at module level.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+
+def problems(uses: dict[str, list[str]], root: Path) -> list[str]:
+    found = []
+    for rel, entries in uses.items():
+        path = Path(root) / rel
+        if not path.is_file():
+            found.append(f"{rel}: missing")
+            continue
+        module = _Module(ast.parse(path.read_text(), str(path)))
+        found += [f"{rel}: {entry}: {p}" for entry in entries if (p := module.problem(entry))]
+    return found
+
+
+class _Module:
+
+    def __init__(self, tree: ast.Module):
+        self.defs: dict[str, ast.AST] = {}
+        self.imported: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                self.defs[node.name] = node
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                self.imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                self.defs.update({n.id: node for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)})
+
+    def problem(self, entry: str) -> str | None:
+        expr = ast.parse(entry, mode="eval").body
+        call = expr if isinstance(expr, ast.Call) else None
+        ref = call.func if call else expr
+        if isinstance(ref, ast.Name):
+            return self._module_name(ref.id, call)
+        if isinstance(ref, ast.Attribute) and isinstance(ref.value, ast.Name):
+            cls = self.defs.get(ref.value.id)
+            if not isinstance(cls, ast.ClassDef):
+                return f"no class {ref.value.id}"
+            return self._member(cls, ref.attr, call)
+        return "not an entry this check understands"
+
+    def _module_name(self, name: str, call: ast.Call | None) -> str | None:
+        node = self.defs.get(name)
+        if node is None:
+            return None if name in self.imported else f"{name} is not defined or imported"
+        if call is None:
+            return None
+        if isinstance(node, ast.ClassDef):
+            init = self._lookup(node, "__init__")
+            return _binding(init, call, method=True) if isinstance(init, ast.FunctionDef) else None
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            return _binding(node, call, method=False)
+        return None
+
+    def _member(self, cls: ast.ClassDef, name: str, call: ast.Call | None) -> str | None:
+        found = self._lookup(cls, name)
+        if found is None:
+            return f"{cls.name} has no {name}"
+        if call is not None and isinstance(found, ast.FunctionDef | ast.AsyncFunctionDef):
+            static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in found.decorator_list)
+            return _binding(found, call, method=not static)
+        return None
+
+    def _lookup(self, cls: ast.ClassDef, name: str):
+        """A member of ``cls`` or of its bases defined in this module, in method resolution order."""
+        for klass in self._mro(cls):
+            for node in klass.body:
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+                    return node
+                if isinstance(node, ast.Assign | ast.AnnAssign):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                        return node
+            for node in ast.walk(klass):
+                if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and node.attr == name
+                        and isinstance(node.value, ast.Name) and node.value.id == "self"):
+                    return node
+        return None
+
+    def _mro(self, cls: ast.ClassDef) -> list[ast.ClassDef]:
+        order = [cls]
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and isinstance(self.defs.get(base.id), ast.ClassDef):
+                order += [c for c in self._mro(self.defs[base.id]) if c not in order]
+        return order
+
+
+def _binding(func: ast.FunctionDef, call: ast.Call, method: bool) -> str | None:
+    signature = _signature(func)
+    if method:
+        params = list(signature.parameters.values())[1:]
+        signature = signature.replace(parameters=params)
+    positional = [None] * sum(1 for a in call.args if not isinstance(a, ast.Starred))
+    keywords = {k.arg: None for k in call.keywords if k.arg is not None}
+    try:
+        signature.bind(*positional, **keywords)
+    except TypeError as exc:
+        return f"does not bind to {func.name}{signature}: {exc}"
+    return None
+
+
+def _signature(node: ast.FunctionDef) -> inspect.Signature:
+    a, P = node.args, inspect.Parameter
+    positional = a.posonlyargs + a.args
+    defaults = [P.empty] * (len(positional) - len(a.defaults)) + [None] * len(a.defaults)
+    params = [P(arg.arg, P.POSITIONAL_ONLY if i < len(a.posonlyargs) else P.POSITIONAL_OR_KEYWORD, default=d)
+              for i, (arg, d) in enumerate(zip(positional, defaults))]
+    if a.vararg:
+        params.append(P(a.vararg.arg, P.VAR_POSITIONAL))
+    params += [P(arg.arg, P.KEYWORD_ONLY, default=P.empty if d is None else None)
+               for arg, d in zip(a.kwonlyargs, a.kw_defaults)]
+    if a.kwarg:
+        params.append(P(a.kwarg.arg, P.VAR_KEYWORD))
+    return inspect.Signature(params)

@@ -1,0 +1,101 @@
+"""The hooks against the real vllm-gaudi sources (v0.26.0, and main standing in for v0.30.0) and the
+fixture: the binding check of ``USES``, and the order of the non-last stage's calls in ``sample_tokens``.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import pytest
+
+import bindings
+import call_order
+from conftest import FIXTURE, SPEC
+from patchspec import ops
+from runtime_snippets.pipeline_parallel import graphs, runner, worker
+
+RUNNER = "vllm_gaudi/v1/worker/hpu_model_runner.py"
+GAUDI_USES = runner.USES | worker.USES
+# (gaudi tag, release profile): v0.30.0 of vllm-gaudi is not published; main stands in for it.
+REAL = [("v0.26.0", "v0.26.0", "0.26.0"), ("main", "v0.30.0", "0.30.0")]
+SHAPES = [(3, 0, False), (0, 2, False), (1, 2, False), (2, 1, True), (0, 1, True)]
+
+
+@pytest.fixture(params=["fixture"] + [tag for tag, _, _ in REAL])
+def gaudi_root(request, vllm_release):
+    """``(root holding only vllm_gaudi, release profile, root of the matching vLLM)``; read-only."""
+    if request.param == "fixture":
+        return FIXTURE, "v0.30.0", vllm_release("0.30.0")
+    tag, release, vllm = next(r for r in REAL if r[0] == request.param)
+    return request.getfixturevalue("gaudi_release")(tag), release, vllm_release(vllm)
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled(root, release) -> dict[str, str]:
+    """The spec's patched vllm_gaudi files for a root (a parse of 8,000-line files: done once per root)."""
+    texts = ops.compile_spec(ops.prepare(str(SPEC), release, str(root), only={"vllm_gaudi"}))
+    for rel, text in texts.items():
+        compile(text, rel, "exec")
+    return texts
+
+
+def _patched_sample_tokens(root, release):
+    return call_order.method(_compiled(root, release)[RUNNER], "HPUModelRunner", "sample_tokens")
+
+
+def _non_last(method, num_prompts, num_decodes, dp):
+    conditions = call_order.batch_conditions(num_prompts, num_decodes, dp)
+    loops = {"prefill_data": math.ceil(num_prompts / 2), "dummy_prefill_input_data_batches_across_dp": int(dp)}
+    return call_order.non_last_stage_calls(method, conditions, loops)
+
+
+def test_uses_bind_to_the_release(gaudi_root):
+    root, _, vllm = gaudi_root
+    assert bindings.problems(GAUDI_USES, root) == []
+    assert bindings.problems(graphs.USES, vllm) == []
+
+
+def test_non_last_path_matches_the_release(gaudi_root):
+    """The release's own order equals the fixture's, on which the stage processes record the calls
+    (test_hpu_pipeline); nothing before the early return samples, and all preparation precedes it."""
+    method = _patched_sample_tokens(*gaudi_root[:2])
+    fixture = _patched_sample_tokens(FIXTURE, "v0.30.0")
+    assert call_order.calls_before_return(method) == []
+    assert set(call_order.PREPARE) <= set(call_order.calls_before_return(method, call_order.PREPARE))
+    for shape in SHAPES:
+        assert _non_last(method, *shape) == _non_last(fixture, *shape), shape
+
+
+@pytest.mark.parametrize("mutation", ["moved-helper", "renamed-parameter", "lost-attribute"])
+def test_drift_is_caught(mutation, gaudi_root, copy_root):
+    """A release that moved a preparation helper after the early return, changed a helper's signature or
+    dropped an attribute the snippets use fails these checks."""
+    root, release = copy_root(gaudi_root[0]), gaudi_root[1]
+    path = root / RUNNER
+    text = path.read_text()
+    if mutation == "moved-helper":
+        call = "self._ensure_decodes_first(scheduler_output)\n"
+        anchor = "finished_sending, finished_recving = set[str](), set[str]()\n"
+        text = text.replace(call, "pass\n", 1).replace(anchor, anchor + " " * 8 + call, 1)
+        path.write_text(text)
+        method = _patched_sample_tokens(root, release)
+        fixture = _patched_sample_tokens(FIXTURE, "v0.30.0")
+        assert _non_last(method, 1, 1, False) != _non_last(fixture, 1, 1, False)
+        return
+    if mutation == "renamed-parameter":
+        text = text.replace("def _configure_lora(self, input, requests, req_ids, is_prompt)",
+                            "def _configure_lora(self, input, requests, req_ids)", 1)
+        want = "HPUModelRunner._configure_lora"
+    else:
+        text = text.replace("self.kv_caches", "self.kv_cache_list")
+        want = "HPUModelRunner.kv_caches"
+    path.write_text(text)
+    found = bindings.problems(GAUDI_USES, root)
+    assert len(found) == 1 and want in found[0], found
+
+
+def test_worker_start_up_check_sits_before_the_hccl_world_check(gaudi_root):
+    root, release, _ = gaudi_root
+    text = _compiled(root, release)["vllm_gaudi/v1/worker/hpu_worker.py"]
+    body = text[text.index("def init_worker_distributed_environment"):]
+    assert body.index("_pp.checked_world_without_hccl(") < body.index("torch.distributed.all_reduce(")
