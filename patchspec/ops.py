@@ -192,6 +192,9 @@ def unapply(spec_name_or_path: str, root_path: str, force: bool = False, lock_ti
             record = state["files"][rel]
             record["specs"].remove(name)
             pristine = root.read_bytes(staterec.pristine_path(rel))
+            if pristine is None or staterec.sha256(pristine) != record["pristine_sha256"]:
+                raise PatchspecError("pristine copy is missing or altered: the original cannot be restored; "
+                                     "nothing was written", file=str(root.path / staterec.pristine_path(rel)))
             if not record["specs"]:
                 writes[root.resolve(rel)] = pristine
                 writes[root.resolve(staterec.pristine_path(rel))] = None

@@ -39,9 +39,8 @@ def schema_errors(data, file: str, name: str = "spec") -> None:
 
 
 def _explain(error: jsonschema.ValidationError) -> str:
-    if error.validator == "propertyNames":
-        allowed = error.schema.get("enum") or error.validator_value.get("enum", [])
-        return f"unknown key {error.instance!r}; expected one of {', '.join(allowed)}"
+    if "propertyNames" in error.schema_path and error.validator == "enum":
+        return f"unknown key {error.instance!r}; expected one of {', '.join(error.validator_value)}"
     if error.validator == "additionalProperties":
         return error.message.replace("were unexpected", "are not allowed").replace(
             "was unexpected", "is not allowed")
