@@ -140,6 +140,9 @@ def test_cli_drift_json_exit_codes_and_nothing_written(vllm_release, tmp_path, c
         assert {f"{r['target']}#{r['index']}": r["drift"] for r in document["rows"]} == EXPECTED["0.33.0"][1]
     assert any((tmp_path / "cache" / "drift").iterdir())
     assert tree_hash(root) == before
+
+
+def test_cli_drift_pypi(vllm_release, capsys):
     assert main(["drift", PROBE, "--pypi", "vllm==0.30.0"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("unchanged: schedule#0 loop_guard Scheduler.schedule at "
