@@ -33,24 +33,30 @@ def runs(tmp_path_factory):
     h.unapply_leftovers(root)
     before = h.tree_digest(root)
     out = {"before": before, "apply": {}}
+    applied = []
     try:
-        for spec in h.SPECS:
-            out["apply"][spec.stem] = h.apply(spec, root)
+        out["apply"]["cpu-pipeline-eager"] = h.apply(h.EAGER_SPEC, root)
+        applied.append(h.EAGER_SPEC)
+        # without the pipeline-parallel spec: shows that the overlap and reads measures do catch stock
+        out["pp2_stock"] = h.run_engine(env, model, 2, PROMPTS, MAX_TOKENS, work / "pp2_stock.log",
+                                        count_reads=True)
+        out["apply"]["pipeline-parallel"] = h.apply(h.PP_SPEC, root)
+        applied.append(h.PP_SPEC)
         out["pp1"] = h.run_engine(env, model, 1, PROMPTS, MAX_TOKENS, work / "pp1.log", scored=SCORED)
         out["pp2"] = h.run_engine(env, model, 2, PROMPTS, MAX_TOKENS, work / "pp2.log", scored=SCORED,
                                   count_reads=True)
         out["pp2_31"] = h.run_engine(env, model, 2, PROMPTS, MAX_TOKENS, work / "pp2_31.log",
                                      partition="3,1", count_reads=True)
     finally:
-        # the order of apply, not its reverse: unapply of either spec must not depend on the other
-        for spec in h.SPECS:
-            if spec.stem in out["apply"]:
-                h.unapply(spec, root)
+        # in the order of apply, not its reverse: unapply of either spec must not depend on the other
+        for spec in applied:
+            h.unapply(spec, root)
         out["after"] = h.tree_digest(root)
     return out
 
 
 def test_gaudi_targets_reported_skipped_and_vllm_files_patched(runs):
+    assert list(runs["apply"]) == ["cpu-pipeline-eager", "pipeline-parallel"]
     report = runs["apply"]["pipeline-parallel"]
     skipped = [line for line in report.splitlines() if line.startswith("skipped:")]
     assert skipped and all("vllm_gaudi" in line and "not under the root" in line for line in skipped)
@@ -75,8 +81,19 @@ def test_teacher_forced_top1_identical_and_logprobs_close(runs):
 def test_steps_overlap_at_size_2(runs):
     steps = runs["pp2"]["steps"]
     decode = [s for s in steps if s["ctx"] == 0 and s["running"] > 1]
-    assert len(decode) >= MAX_TOKENS, steps
-    assert h.turn_taking_steps(steps) == []
+    # the judged steps carry nearly every decode token (the first rides with the prefills)
+    assert sum(s["gen"] for s in decode) >= len(PROMPTS) * (MAX_TOKENS - 2), steps
+    assert h.turn_taking_steps(steps) == [], steps
+
+
+def test_stock_size_2_takes_turns_and_reads_every_layer(runs):
+    """The measures can fail: without the pipeline-parallel spec they see what the issue describes."""
+    stock = runs["pp2_stock"]
+    assert stock["tokens"] == runs["pp1"]["tokens"]
+    assert len(h.turn_taking_steps(stock["steps"])) >= MAX_TOKENS - 2
+    for rank in (0, 1):
+        layer_reads = [m.group(1) for name in stock["reads"][rank] if (m := LAYER_NAME.search(name))]
+        assert len(layer_reads) == TENSORS_PER_LAYER * LAYERS
 
 
 @pytest.mark.parametrize("run, owned", [("pp2", [{0, 1}, {2, 3}]), ("pp2_31", [{0, 1, 2}, {3}])])
