@@ -1,14 +1,16 @@
 """The stage-to-stage wire format: one message per forward and tensor-parallel part, no pickle.
 
-A message is ``header | body | trailer``:
+The payload is every tensor's bytes at a 64-byte aligned offset, in the sender's key order. A whole
+payload goes as one gloo message ``header | payload | trailer``. A payload split over ``parts``
+tensor-parallel ranks goes in rounds of ``parts * SLICE_BYTES``: in each round every rank sends its
+slice, ``header | slice | trailer`` first and ``slice | trailer`` after, so that the receiving stage
+all-gathers one round while the next is still on the wire.
 
 - header: 64 int64 words. ``magic, version, seq, num_tokens, payload_bytes, parts, num_tensors,
   checksum``, then per tensor ``key id, dtype id, ndim, dims...``, then zeros. ``checksum`` (FNV-1a of
   the other 63 words) makes a corrupted shape an error rather than a wrong view.
-- body: the payload, every tensor's bytes at a 64-byte aligned offset, in the sender's key order; when
-  ``parts > 1`` only this part's ``part_bytes`` slice of it.
-- trailer: ``seq, checksum``. gloo accepts a message shorter than the posted buffer and does not say
-  how long it was, so the trailer at the end the header announces is what proves the body complete.
+- trailer: ``magic, seq, checksum, round``. gloo accepts a message shorter than the posted buffer and
+  does not say how long it was, so the trailer where the header says the slice ends proves it complete.
 
 Keys and dtypes travel as indexes into fixed tables known to both stages, so a peer can make the
 decoder raise :class:`PipelineDesyncError` and nothing else.
@@ -16,6 +18,7 @@ decoder raise :class:`PipelineDesyncError` and nothing else.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 
@@ -25,7 +28,8 @@ MAGIC = 0x50505F4750495045  # "PP_GPIPE"
 VERSION = 1
 HEADER_WORDS = 64
 HEADER_BYTES = HEADER_WORDS * 8
-TRAILER_BYTES = 16
+TRAILER_BYTES = 32
+SLICE_BYTES = 1 << 20  # per rank and round of a split payload
 ALIGN = 64
 MAX_DIMS = 4
 MAX_PARTS = 64
@@ -53,6 +57,12 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
+class Round:
+    start: int  # payload offset of the round
+    slice_bytes: int  # what each part carries in it (the whole payload when not split)
+
+
+@dataclass(frozen=True)
 class Header:
     seq: int
     num_tokens: int
@@ -61,18 +71,27 @@ class Header:
     payload_bytes: int
     checksum: int
 
-    @property
-    def part_bytes(self) -> int:
-        return _align(-(-self.payload_bytes // self.parts))
+    @cached_property
+    def rounds(self) -> tuple[Round, ...]:
+        if self.parts == 1:
+            return (Round(0, self.payload_bytes),)
+        step = self.parts * SLICE_BYTES
+        return tuple(Round(start, _align(-(-min(step, self.payload_bytes - start) // self.parts)))
+                     for start in range(0, max(self.payload_bytes, 1), step))
 
     @property
     def message_bytes(self) -> int:
-        body = self.payload_bytes if self.parts == 1 else self.part_bytes
-        return HEADER_BYTES + body + TRAILER_BYTES
+        """All a rank sends for this message: the header and every round's slice and trailer."""
+        return HEADER_BYTES + sum(r.slice_bytes + TRAILER_BYTES for r in self.rounds)
 
     @property
-    def trailer(self) -> list[int]:
-        return [self.seq, self.checksum]
+    def gathered_bytes(self) -> int:
+        """The all-gathered size: the payload, and the padding of the last round's slices."""
+        last = self.rounds[-1]
+        return last.start + self.parts * last.slice_bytes
+
+    def trailer(self, round_index: int) -> list[int]:
+        return [MAGIC, self.seq, self.checksum, round_index]
 
 
 def _align(n: int) -> int:
@@ -167,6 +186,8 @@ def decode(words: list[int], max_message_bytes: int) -> Header:
     specs, expected_bytes = _layout(entries)
     if payload_bytes != expected_bytes:
         bad("payload size", expected_bytes, payload_bytes)
+    if payload_bytes > max_message_bytes:
+        bad("payload size", f"at most {max_message_bytes} bytes (VLLM_HPU_PP_MAX_MESSAGE_BYTES)", payload_bytes)
     header = Header(seq, num_tokens, parts, specs, payload_bytes, check)
     if header.message_bytes > max_message_bytes:
         bad("message size", f"at most {max_message_bytes} bytes (VLLM_HPU_PP_MAX_MESSAGE_BYTES)",

@@ -35,7 +35,7 @@ def _free_port() -> int:
 
 
 def _entry(rank, world, tp, port, results, scenarios, env):
-    os.environ.update(env)
+    os.environ.update(env, GLOO_SOCKET_IFNAME="lo")  # gloo on 127.0.0.1 only
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=SESSION_S))
     pp_groups = [dist.new_group([t, t + tp]) for t in range(tp)]
@@ -179,7 +179,7 @@ def _message(tensors: dict[str, torch.Tensor], num_tokens: int, seq: int) -> tor
     for spec, t in zip(header.specs, tensors.values()):
         start = wire.HEADER_BYTES + spec.offset
         msg[start:start + spec.nbytes].copy_(t.reshape(-1).view(torch.uint8))
-    msg[-wire.TRAILER_BYTES:].view(torch.int64).copy_(torch.tensor(header.trailer))
+    msg[-wire.TRAILER_BYTES:].view(torch.int64).copy_(torch.tensor(header.trailer(0)))
     return msg
 
 
