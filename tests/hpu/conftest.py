@@ -1,6 +1,7 @@
 """Roots for the HPU runner tests: vLLM 0.30.0's sources with the fixture vllm_gaudi, pristine and patched."""
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import sys
 from pathlib import Path
@@ -32,8 +33,14 @@ def hpu_roots(vllm_release, tmp_path_factory) -> tuple[Path, Path]:
 
 @pytest.fixture
 def patched_import(hpu_roots, monkeypatch):
-    """The patched root on ``sys.path`` for one test; its modules are forgotten afterwards."""
-    monkeypatch.syspath_prepend(str(hpu_roots[1]))
-    yield hpu_roots[1]
-    for name in [n for n in sys.modules if n.split(".")[0] in ("vllm", "vllm_gaudi", "_patchspec_runtime")]:
+    """For one test: the patched root importable, with its ``vllm/sequence.py`` loaded alone as
+    ``vllm.sequence`` (the vllm package itself can be imported only once per process)."""
+    root = hpu_roots[1]
+    monkeypatch.syspath_prepend(str(root))
+    spec = importlib.util.spec_from_file_location("vllm.sequence", root / "vllm" / "sequence.py")
+    sequence = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "vllm.sequence", sequence)
+    spec.loader.exec_module(sequence)
+    yield root
+    for name in [n for n in sys.modules if n.split(".")[0] in ("vllm_gaudi", "_patchspec_runtime")]:
         del sys.modules[name]
