@@ -44,9 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = verbs.add_parser("diff", help="the change as a unified diff that patch -p1 and git apply accept")
     _add_common(p)
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    p.add_argument("--patched-only", action="store_true",
+                   help="leave out the snippet files that apply installs (the diff is then not complete)")
     p = verbs.add_parser("validate", help="check the spec against the schema and its snippet package")
     _add_common(p, release=False, root=False)
     _add_drift_verbs(verbs)
+    _add_demo_verb(verbs)
     return parser
 
 
@@ -71,6 +74,12 @@ def _add_drift_verbs(verbs) -> None:
     p.add_argument("--from", dest="old", help="the profile whose overrides to carry over")
     p.add_argument("--force", action="store_true", help="replace an existing profile")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _add_demo_verb(verbs) -> None:
+    p = verbs.add_parser("demo", help="show the spec at work on a vLLM release fetched from PyPI")
+    p.add_argument("--pypi", default="vllm==0.30.0", metavar="NAME==VERSION")
+    p.add_argument("--spec", default=None, help="default: specs/pipeline-parallel.yaml of this checkout")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,7 +156,8 @@ def cmd_diff(args) -> int:
     from patchspec.difftext import unified
 
     prepared = ops.prepare(args.spec, args.release, args.root, _only(args))
-    text = "".join(unified(rel, old, new) for rel, old, new in ops.diff_texts(prepared))
+    text = "".join(unified(rel, old, new) for rel, old, new in ops.diff_texts(prepared)
+                   if old is not None or not args.patched_only)
     if args.json:
         print(json.dumps({"diff": text}))
         return 0
@@ -210,9 +220,15 @@ def cmd_profile(args) -> int:
     return 0 if draft.text is not None else 2
 
 
+def cmd_demo(args) -> int:
+    from patchspec import demo
+
+    return demo.run(args.pypi, args.spec or str(demo.DEFAULT_SPEC), main)
+
+
 VERBS = {"compile": cmd_compile, "apply": cmd_apply, "unapply": cmd_unapply, "check": cmd_check,
          "diff": cmd_diff, "validate": cmd_validate, "drift": cmd_drift, "matrix": cmd_matrix,
-         "profile": cmd_profile}
+         "profile": cmd_profile, "demo": cmd_demo}
 
 
 if __name__ == "__main__":
