@@ -43,7 +43,7 @@ class Candidate:
     qualname: str
     line: int
     similarity: float    # statement-sequence ratio to the baseline's target, else name ratio
-    anchors: int         # how many of the target's transforms resolve on it
+    anchors: int         # how many of the target's anchors (loop and call patterns too) resolve on it
 
 
 @dataclass(frozen=True)
@@ -165,7 +165,7 @@ def _classify(row, current: str | None, expected: str | None) -> str:
 
 def find_candidates(spec: Spec, target: Target, source: SourceFile,
                     reference: list[fingerprint.Statement] | None) -> list[Candidate]:
-    """Definitions of the file that may be the target renamed: ranked by how many of its transforms
+    """Definitions of the file that may be the target renamed: ranked by how many of its anchors
     resolve there, then by similarity to the baseline's target (or, without one, of the names)."""
     want_class = any(t.kind in CLASS_KINDS for t in target.transforms)
     words = _pattern_words(target)
@@ -186,7 +186,7 @@ def find_candidates(spec: Spec, target: Target, source: SourceFile,
         moved = dataclasses.replace(target, function=qualname)
         trial = resolve([spec.with_targets((moved,))], lambda rel: source.text, lambda p: True,
                         sources={source.path: source})
-        held = sum(r.ok for r in trial.resolved)
+        held = sum(r.ok for r, t in zip(trial.resolved, target.transforms) if set(t.params) & set(PATTERN_KEYS))
         if held or score >= 0.5:
             out.append(Candidate(qualname, start, round(score, 3), held))
     out.sort(key=lambda c: (-c.anchors, -c.similarity))

@@ -150,7 +150,7 @@ def row_line(r: driftmod.DriftRow, changes: bool = True) -> str:
         parts.append(f"changed since the baseline: lines {shown}{more}")
     if r.candidates:
         parts.append("candidates " + ", ".join(
-            f"{c.qualname} (line {c.line}, {c.anchors} transform(s) resolve there, "
+            f"{c.qualname} (line {c.line}, {c.anchors} anchor(s) hold there, "
             f"similarity {c.similarity:.2f})" for c in r.candidates))
     if r.detail and r.drift not in (driftmod.UNCHANGED, driftmod.CHANGED):
         parts.append(r.detail)
@@ -275,7 +275,8 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
         raise PatchspecError(f"no installed version found under the root for {', '.join(sorted(packages))}",
                              file=str(root.path))
     data = {"release": release, "packages": pins, "specs": specs_out}
-    text = ("# yaml-language-server: $schema=../../patchspec/schema/profile.schema.json\n"
+    schema = os.path.relpath(Path(__file__).parent / "schema" / "profile.schema.json", path.parent)
+    text = (f"# yaml-language-server: $schema={schema}\n"
             f"# Draft by patchspec profile new {release}" + (f" --from {old}" if old else "") + ": review it.\n"
             + yaml.safe_dump(data, sort_keys=False, width=110))
     profiles.load_profile_text(text, str(path))  # the draft must load like any profile

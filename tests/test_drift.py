@@ -178,7 +178,7 @@ def test_profile_new_records_what_the_committed_profiles_hold(vllm_release, prob
     draft = drift_report.new_profile("v0.26.0", str(vllm_release("0.26.0")), [str(probe_copy / "probe.yaml")],
                                      old="v0.26.0", force=True)
     assert draft.needs == []
-    assert draft.text == committed
+    assert draft.text.split("\n", 1)[1] == committed.split("\n", 1)[1]  # but the schema's relative path
 
 
 def test_profile_new_for_a_new_release(vllm_release, probe_copy, capsys):
@@ -212,3 +212,33 @@ def test_profile_new_lists_renamed_targets_with_candidates(vllm_release, probe_c
     assert [n.split(":")[1].strip() for n in document["needs"]] == [
         "anchor-missing", "anchor-ambiguous", "target-missing"]
     assert "Scheduler._handle_blocked_waiting_request (line 3519" in document["needs"][2]
+
+
+GAUDI_PROBE = str(PROBE_DIR / "gaudi" / "probe.yaml")
+GAUDI_EXPECTED = {
+    "v0.24.0": {"sample-tokens#0": "unchanged", "warmup-validation#0": "anchor-missing",
+                "merge-prefill#0": "unchanged", "mm-limit-options#0": "target-missing"},
+    "v0.26.0": {"sample-tokens#0": "unchanged", "warmup-validation#0": "unchanged",
+                "merge-prefill#0": "unchanged", "mm-limit-options#0": "unchanged"},
+    "main": {"sample-tokens#0": "unchanged", "warmup-validation#0": "changed", "merge-prefill#0": "changed",
+             "mm-limit-options#0": "unchanged"},
+}
+
+
+@pytest.mark.gaudi
+@pytest.mark.parametrize("tag", sorted(GAUDI_EXPECTED))
+def test_vllm_gaudi_releases_target_by_target(gaudi_release, tag):
+    """vllm-gaudi v0.24.0, v0.26.0 and main against the v0.26.0 profile, with v0.26.0 as baseline."""
+    result = drift_report.drift(GAUDI_PROBE, str(gaudi_release(tag)), "v0.26.0",
+                                baseline=str(gaudi_release("v0.26.0")), use_cache=False)
+    rows = by_key(result.rows)
+    assert {k: r.drift for k, r in rows.items()} == GAUDI_EXPECTED[tag]
+    assert result.code == {"v0.24.0": 2, "v0.26.0": 0, "main": 1}[tag]
+    sample = rows["sample-tokens#0"]
+    assert sample.baseline_line == 4358
+    assert sample.line == {"v0.24.0": 4294, "v0.26.0": 4358}.get(tag, sample.line)
+    if tag == "main":
+        merge = rows["merge-prefill#0"]  # a new two-line early return after the signature and comments
+        assert merge.changes == [Change("insert", merge.line + 13, merge.line + 14)]
+    if tag == "v0.24.0":
+        assert rows["mm-limit-options#0"].candidates == []  # nothing like it there: it is new in v0.26.0
