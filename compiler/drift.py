@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from compiler import fingerprint, pattern
-from compiler.plan import SKIPPED, Plan, resolve
+from compiler.plan import SKIPPED, Plan, Resolved, resolve
 from compiler.source import SourceError, SourceFile, span
 from compiler.transforms.context import Definition
 from patchspec.model import ObsoleteWhen, Spec, Target
@@ -46,18 +46,11 @@ class Candidate:
     anchors: int         # how many of the target's anchors (loop and call patterns too) resolve on it
 
 
-@dataclass(frozen=True)
-class DriftRow:
-    spec: str
-    target: str
-    index: int
-    kind: str
-    file: str
-    function: str
-    drift: str
-    line: int | None = None
-    detail: str = ""
-    lines: list[int] = field(default_factory=list)
+@dataclass
+class DriftRow(Resolved):
+    """A resolved transform (without its edits) and what drift makes of it."""
+
+    drift: str = ""
     fingerprint: str | None = None
     expected: str | None = None
     baseline_line: int | None = None
@@ -72,7 +65,7 @@ class DriftRow:
         return SEVERITY.get(self.drift, 2)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "edits"}
 
     @classmethod
     def from_dict(cls, data: dict) -> "DriftRow":
@@ -137,9 +130,10 @@ def _target_rows(spec: Spec, target: Target, plan: Plan, base: Plan | None,
     if any(r.status == "target-missing" for r in rows) and target.file in plan.sources:
         reference = fingerprint.statements(base_def.node) if base_def else None
         candidates = find_candidates(spec, target, plan.sources[target.file], reference)
-    return [DriftRow(spec.name, target.id, r.index, r.kind, r.file, r.function, _classify(r, current, expected),
-                     r.line, r.detail, r.lines, current, expected, base_lines.get(r.index), changes,
-                     candidates if r.status == "target-missing" else [])
+    return [DriftRow(**{f.name: getattr(r, f.name) for f in dataclasses.fields(Resolved) if f.name != "edits"},
+                     drift=_classify(r, current, expected), fingerprint=current, expected=expected,
+                     baseline_line=base_lines.get(r.index), changes=changes,
+                     candidates=candidates if r.status == "target-missing" else [])
             for r in rows]
 
 

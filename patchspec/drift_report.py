@@ -45,11 +45,8 @@ def pick_release(spec: Spec, directory: Path, root: Root, release: str) -> tuple
     if release != "auto":
         return release, "given"
     versions = root.installed_versions()
-    try:
+    if profiles.matching_releases(directory, versions, spec):
         return profiles.select_release(directory, versions, spec), "auto: matches " + _versions(versions)
-    except PatchspecError as exc:
-        if "several" in exc.message:
-            raise
     newest = max(spec.releases, key=_release_key)
     return newest, f"auto: no profile matches {_versions(versions)}; compared with the newest, {newest}"
 

@@ -72,10 +72,15 @@ def load_profile_text(text: str, file: str) -> Profile:
     return Profile(data["release"], packages, data.get("specs") or {}, file, text)
 
 
+def matching_releases(directory: Path, versions: dict[str, str], spec: Spec) -> list[str]:
+    """The releases of the spec whose profile's package specifiers admit the root's versions."""
+    return [r for r in spec.releases if (directory / f"{r}.yaml").is_file()
+            and load_profile(directory, r).matches(versions)]
+
+
 def select_release(directory: Path, versions: dict[str, str], spec: Spec) -> str:
     """``--release auto``: the one profile of the spec whose package specifiers admit the root's versions."""
-    found = [r for r in spec.releases if (directory / f"{r}.yaml").is_file()
-             and load_profile(directory, r).matches(versions)]
+    found = matching_releases(directory, versions, spec)
     if len(found) == 1:
         return found[0]
     seen = ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "no versions found"
