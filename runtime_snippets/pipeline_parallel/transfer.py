@@ -133,14 +133,14 @@ class StageTransfer:
             if len(self._pending) == _DEPTH:
                 self._pending.popleft().wait()
             buf = self._staging.take(header.message_bytes)
-            buf[:HEADER_BYTES].view(torch.int64).copy_(torch.tensor(words))
+            buf[:HEADER_BYTES].view(torch.int64).numpy()[:] = words
             part = self._tp_rank if header.parts > 1 else 0
             works, begin, pos = [], 0, HEADER_BYTES
             for i, rnd in enumerate(header.rounds):
                 start = rnd.start + part * rnd.slice_bytes
                 self._pack(buf[pos:pos + rnd.slice_bytes], tensors, header, start)
                 pos += rnd.slice_bytes + TRAILER_BYTES
-                buf[pos - TRAILER_BYTES:pos].view(torch.int64).copy_(torch.tensor(header.trailer(i)))
+                buf[pos - TRAILER_BYTES:pos].view(torch.int64).numpy()[:] = header.trailer(i)
                 works.append(dist.isend(buf[begin:pos], group=self._pp.cpu_group, group_dst=self._pp.next_in_group))
                 begin = pos
             handle = SendHandle(self, works)
