@@ -242,3 +242,13 @@ def test_vllm_gaudi_releases_target_by_target(gaudi_release, tag):
         assert merge.changes == [Change("insert", merge.line + 13, merge.line + 14)]
     if tag == "v0.24.0":
         assert rows["mm-limit-options#0"].candidates == []  # nothing like it there: it is new in v0.26.0
+
+
+def test_drift_on_an_applied_root_reads_the_pristine_sources(vllm_release, tmp_path):
+    from patchspec import ops
+
+    root = small_root(tmp_path / "root", vllm_release("0.30.0"))
+    assert ops.apply(PROBE, "auto", str(root)).changed
+    assert "# patchspec: drift-probe" in (root / FILES[0]).read_text()
+    result = drift_report.drift(PROBE, str(root), use_cache=False)
+    assert {r.drift for r in result.rows} == {"unchanged"}
