@@ -126,9 +126,8 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
             raise PatchspecError(f"nothing to apply: every target of {spec.name} was skipped", file=spec_path)
         for rel in files & set(state["files"]):
             _verify_file(root, state, rel)
-        others = _applied_specs(state, root)
-        texts = patched_texts([*(s for n, s in others.items() if _touches(state, n, files)), spec],
-                              files, root, state)
+        sharing = [s for n, s in _applied_specs(state, root).items() if _touches(state, n, files)]
+        texts = patched_texts([*sharing, spec], files, root, state) if sharing else compile_spec(prepared)
         writes: dict[Path, bytes | None] = {}
         for rel in sorted(files):
             current = root.read_bytes(rel)

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+import libcst.matchers as m
+from libcst._nodes.internal import CodegenState
 
 from compiler import pattern
 from compiler.edits import ResolveError
@@ -26,12 +28,56 @@ class Definition:
         return self.source.fragment(self.node)
 
     @functools.cached_property
-    def _positions(self):
-        return MetadataWrapper(self.fragment.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    def _nodes(self) -> dict[type, list[cst.CSTNode]]:
+        """Every node of the definition by type, in source order: one walk serves every pattern."""
+        nodes: dict[type, list[cst.CSTNode]] = {}
+
+        class Collect(cst.CSTVisitor):
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                nodes.setdefault(type(node), []).append(node)
+                return True
+
+        self.fragment.node.visit(Collect())
+        return nodes
+
+    def find(self, matcher, types: tuple[type, ...] = ()) -> list[cst.CSTNode]:
+        """The nodes the matcher matches; only nodes of the matcher's own type are tried."""
+        node_type = getattr(cst, type(matcher).__name__)
+        candidates = [n for t, found in self._nodes.items() if issubclass(t, node_type) for n in found]
+        return [n for n in candidates if (not types or isinstance(n, types)) and m.matches(n, matcher)]
+
+    @functools.cached_property
+    def _lines(self) -> dict[int, int]:
+        """File line of every statement and call: one code generation pass over the fragment, which
+        costs a fraction of libcst's PositionProvider (that records a range for every node)."""
+        module = self.fragment.module
+        state = _LineState(default_indent=module.default_indent, default_newline=module.default_newline)
+        module._codegen(state)
+        offset = self.fragment.start - (2 if self.fragment.header else 1)
+        return {key: line + offset for key, line in state.lines.items()}
 
     def line_of(self, node: cst.CSTNode) -> int:
-        offset = 1 if self.fragment.header else 0
-        return self._positions[node].start.line - offset + self.fragment.start - 1
+        if isinstance(node, cst.FunctionDef | cst.ClassDef) and node is self.fragment.node:
+            return self.node.lineno
+        return self._lines[id(node)]
+
+
+@dataclass
+class _LineState(CodegenState):
+    """A code generator that counts lines and notes where each statement and call starts."""
+
+    line: int = 1
+    lines: dict[int, int] = field(default_factory=dict)
+
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        self.line += value.count("\n")
+
+    @contextlib.contextmanager
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None):
+        if isinstance(node, cst.BaseStatement | cst.BaseSmallStatement | cst.Call):
+            self.lines.setdefault(id(node), self.line)
+        yield
 
 
 @dataclass
@@ -58,8 +104,7 @@ class TargetContext:
 
     def find_one(self, text: str, form: str, what: str, types: tuple[type, ...] = ()) -> cst.CSTNode:
         """The single node of the target matching the pattern; zero or several is a ``ResolveError``."""
-        found = [n for n in pattern.find(self.fragment.node, pattern.compile_pattern(text, form))
-                 if not types or isinstance(n, types)]
+        found = self.definition.find(pattern.compile_pattern(text, form), types)
         if len(found) != 1:
             raise ResolveError("missing" if not found else "ambiguous", what,
                                [self.line_of(n) for n in found])

@@ -1,0 +1,79 @@
+"""apply, check, one plain libcst parse of the touched files, and `patch -p1` of the same change, side by side.
+
+Usage: python bench/apply.py [--repeat N]. The root is vLLM 0.30.0 from PyPI (cached), plus vllm-gaudi
+main when PATCHSPEC_VLLM_GAUDI is set. Last line: key=value figures (medians over the repeats).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import libcst
+
+from patchspec import ops
+from patchspec.cache import git_tag_root, pypi_root
+from patchspec.difftext import unified
+
+REPO = Path(__file__).resolve().parent.parent
+SPEC = str(REPO / "specs" / "pipeline-parallel.yaml")
+
+
+def sources() -> list[Path]:
+    roots = [pypi_root("vllm==0.30.0")]
+    if os.environ.get("PATCHSPEC_VLLM_GAUDI"):
+        roots.append(git_tag_root(Path(os.environ["PATCHSPEC_VLLM_GAUDI"]), "main", "vllm_gaudi"))
+    return roots
+
+
+def fresh_root(scratch: Path, name: str) -> Path:
+    root = scratch / name
+    for source in sources():
+        shutil.copytree(source, root, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".complete"))
+    return root
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    figures: dict[str, list[float]] = {"apply_s": [], "check_s": [], "parse_s": [], "patch_s": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        pristine = fresh_root(scratch, "pristine")
+        prepared = ops.prepare(SPEC, "v0.30.0", str(pristine))
+        diff = "".join(unified(rel, old, new) for rel, old, new in ops.diff_texts(prepared))
+        (scratch / "change.diff").write_text(diff)
+        touched = [pristine / rel for rel in prepared.plan.files]
+        print(f"spec touches {len(touched)} file(s), "
+              f"{sum(len(p.read_text().splitlines()) for p in touched)} lines: "
+              + ", ".join(p.relative_to(pristine).as_posix() for p in touched))
+        for run in range(args.repeat):
+            root = fresh_root(scratch, f"apply{run}")
+            figures["apply_s"].append(timed(lambda: ops.apply(SPEC, "v0.30.0", str(root))))
+            result = []
+            figures["check_s"].append(timed(lambda: result.append(ops.check(SPEC, "v0.30.0", str(root)))))
+            assert result[0].code == 0, result[0].lines
+            texts = [p.read_text() for p in touched]
+            figures["parse_s"].append(timed(lambda: [libcst.parse_module(t) for t in texts]))
+            target = fresh_root(scratch, f"patch{run}")
+            figures["patch_s"].append(timed(lambda: subprocess.run(
+                ["patch", "-p1", "-s", "-i", str(scratch / "change.diff")], cwd=target, check=True)))
+            print(f"run {run}: " + " ".join(f"{k}={v[-1]:.3f}" for k, v in figures.items()), flush=True)
+    med = {k: statistics.median(v) for k, v in figures.items()}
+    print(" ".join(f"{k}={v:.3f}" for k, v in med.items()) + f" apply_vs_parse={med['apply_s'] / med['parse_s']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
