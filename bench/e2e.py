@@ -1,10 +1,12 @@
 """Generated tokens/s of a real vLLM 0.30.0 CPU engine at pipeline size 2, pipeline-parallel fix vs stock.
 
-32 concurrent greedy requests on the e2e tier's tiny Llama, eager, one run of each: size 1 (the
-reference), size 2 stock and size 2 with the pipeline-parallel spec; cpu-pipeline-eager is applied in all
-three (without it stock size 2 crashes in eager mode). Everything is unapplied at the end. The last line:
-``greedy_match=<k>/<n> top1_match=<k>/<n> pp2_fix_vs_stock=<ratio>`` (size 2 with the fix against size 1;
-the ratio is generated tokens/s, fix over stock). Usage: python bench/e2e.py
+32 concurrent greedy requests, eager, one run of each; cpu-pipeline-eager is applied throughout (without
+it stock size 2 crashes in eager mode) and everything is unapplied at the end. Two checkpoints: the e2e
+tier's tiny Llama (hidden 128: a step costs mostly engine overhead) at size 1, size 2 stock and size 2
+with the fix; and the same shape at hidden 1024 (a step costs compute, where overlapping stages can pay)
+at size 2 stock and fixed. The last line: ``greedy_match=<k>/<n> top1_match=<k>/<n>
+pp2_fix_vs_stock=<ratio>`` for the tier's model (size 2 with the fix against size 1; the ratio is
+generated tokens/s, fix over stock). Usage: python bench/e2e.py
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import e2e_harness as h  # noqa: E402
 
 REQUESTS = 32
 MAX_TOKENS = 64
+WIDE = 1024
 
 
 def main() -> None:
@@ -24,35 +27,45 @@ def main() -> None:
     root = h.site_packages(env)
     work = Path(tempfile.mkdtemp(prefix="patchspec-bench-e2e-"))
     print(f"logs: {work}", flush=True)
-    model = h.write_checkpoint(env, work / "model")
+    models = {"h128": h.write_checkpoint(env, work / "h128"),
+              f"h{WIDE}": h.write_checkpoint(env, work / f"h{WIDE}", WIDE)}
     prompts = h.token_prompts(REQUESTS, 16, 48, seed=2)
     scored = h.token_prompts(REQUESTS, 100, 300, seed=3)
+    runs: dict[str, dict] = {}
+
+    def run(model: str, pp: int, name: str, score: bool = False) -> None:
+        runs[f"{model} {name}"] = h.run_engine(env, models[model], pp, prompts, MAX_TOKENS,
+                                               work / f"{model}_{name}.log", scored=scored if score else None)
+
     h.unapply_leftovers(root)
     h.apply(h.EAGER_SPEC, root)
     try:
-        runs = {"pp1": h.run_engine(env, model, 1, prompts, MAX_TOKENS, work / "pp1.log", scored=scored),
-                "pp2_stock": h.run_engine(env, model, 2, prompts, MAX_TOKENS, work / "pp2_stock.log")}
+        run("h128", 1, "pp1", score=True)
+        for model in models:
+            run(model, 2, "pp2_stock")
         h.apply(h.PP_SPEC, root)
         try:
-            runs["pp2_fix"] = h.run_engine(env, model, 2, prompts, MAX_TOKENS, work / "pp2_fix.log",
-                                           scored=scored)
+            run("h128", 2, "pp2_fix", score=True)
+            run(f"h{WIDE}", 2, "pp2_fix")
         finally:
             h.unapply(h.PP_SPEC, root)
     finally:
         h.unapply(h.EAGER_SPEC, root)
 
     rate = {}
-    for name, run in runs.items():
-        rate[name] = run["generated"] / run["generate_s"]
-        sizes = sorted({s["gen"] for s in run["steps"] if s["ctx"] == 0})
-        print(f"{name}: startup {run['startup_s']:.1f} s, {run['generated']} tokens in "
-              f"{run['generate_s']:.2f} s = {rate[name]:.0f} tokens/s, {len(run['steps'])} steps, "
-              f"decode step sizes {sizes}, turn-taking steps {len(h.turn_taking_steps(run['steps']))}")
-    greedy = sum(a == b for a, b in zip(runs["pp1"]["tokens"], runs["pp2_fix"]["tokens"], strict=True))
-    agree, total, worst = h.top1_matches(runs["pp1"]["scored"], runs["pp2_fix"]["scored"])
+    for name, result in runs.items():
+        rate[name] = result["generated"] / result["generate_s"]
+        sizes = sorted({s["gen"] for s in result["steps"] if s["ctx"] == 0})
+        print(f"{name}: startup {result['startup_s']:.1f} s, {result['generated']} tokens in "
+              f"{result['generate_s']:.2f} s = {rate[name]:.0f} tokens/s, {len(result['steps'])} steps, "
+              f"decode step sizes {sizes}, turn-taking steps {len(h.turn_taking_steps(result['steps']))}")
+    one, fix = runs["h128 pp1"], runs["h128 pp2_fix"]
+    greedy = sum(a == b for a, b in zip(one["tokens"], fix["tokens"], strict=True))
+    agree, total, worst = h.top1_matches(one["scored"], fix["scored"])
     print(f"largest top-1 logprob difference: {worst:.2e}")
+    print(f"h{WIDE}: pp2_fix_vs_stock={rate[f'h{WIDE} pp2_fix'] / rate[f'h{WIDE} pp2_stock']:.2f}")
     print(f"greedy_match={greedy}/{REQUESTS} top1_match={agree}/{total} "
-          f"pp2_fix_vs_stock={rate['pp2_fix'] / rate['pp2_stock']:.2f}")
+          f"pp2_fix_vs_stock={rate['h128 pp2_fix'] / rate['h128 pp2_stock']:.2f}")
 
 
 if __name__ == "__main__":

