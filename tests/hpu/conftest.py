@@ -1,13 +1,13 @@
 """Roots for the HPU runner tests: vLLM 0.30.0's sources with the fixture vllm_gaudi, pristine and patched."""
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
+from hpu_stages import load_sequence
 from patchspec import ops
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,10 +37,7 @@ def patched_import(hpu_roots, monkeypatch):
     ``vllm.sequence`` (the vllm package itself can be imported only once per process)."""
     root = hpu_roots[1]
     monkeypatch.syspath_prepend(str(root))
-    spec = importlib.util.spec_from_file_location("vllm.sequence", root / "vllm" / "sequence.py")
-    sequence = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "vllm.sequence", sequence)
-    spec.loader.exec_module(sequence)
+    monkeypatch.setitem(sys.modules, "vllm.sequence", load_sequence(root))
     yield root
     for name in [n for n in sys.modules if n.split(".")[0] in ("vllm_gaudi", "_patchspec_runtime")]:
         del sys.modules[name]

@@ -7,6 +7,7 @@ returns them to the other stages with the next step, as vLLM's scheduler does un
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import queue
 import socket
 import sys
@@ -14,6 +15,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -27,6 +29,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def load_sequence(root):
+    """The root's ``vllm/sequence.py`` as a module of its own: the fixture needs nothing else of vLLM,
+    whose package import costs seconds per process and can happen only once per process."""
+    spec = importlib.util.spec_from_file_location("vllm.sequence", Path(root) / "vllm" / "sequence.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def import_root(root) -> None:
+    """Make a root's modules importable in this (child) process."""
+    sys.path.insert(0, str(root))
+    sys.modules["vllm.sequence"] = load_sequence(root)
+
+
 @dataclass
 class StageReport:
     """What one stage did in one step."""
@@ -38,7 +55,7 @@ class StageReport:
 
 def _stage_main(root, rank, pp, port, inbox, outbox, options):
     try:
-        sys.path.insert(0, root)
+        import_root(root)
         runner_module = importlib.import_module("vllm_gaudi.v1.worker.hpu_model_runner")
         parallel = runner_module.ParallelConfig(pipeline_parallel_size=pp, pp_rank=rank)
         runner = runner_module.HPUModelRunner(runner_module.VllmConfig(parallel_config=parallel),

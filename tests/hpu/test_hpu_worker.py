@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 import os
 import queue
-import sys
 import traceback
 import types
 
@@ -16,13 +15,13 @@ import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from hpu_stages import TIMEOUT_S, free_port
+from hpu_stages import TIMEOUT_S, free_port, import_root
 from runtime_snippets.pipeline_parallel import checked_world_without_hccl
 
 
 def _worker_main(root, rank, inbox, results):
     """Runs start-up scenarios one after another: each a fresh world of the first ``pp * tp`` ranks."""
-    sys.path.insert(0, root)
+    import_root(root)
     runner_module = importlib.import_module("vllm_gaudi.v1.worker.hpu_model_runner")
     worker_module = importlib.import_module("vllm_gaudi.v1.worker.hpu_worker")
     worker_module.CHECK_DEVICE = "meta"
