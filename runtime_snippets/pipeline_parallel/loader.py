@@ -1,0 +1,84 @@
+"""Per-stage checkpoint loading (``ep_weight_filter.should_skip_weight``, which ``weight_utils`` imports).
+
+Stock vLLM reads every checkpoint tensor on every stage and drops the layers the stage does not hold
+afterwards. The safetensors iterators ask ``should_skip_weight`` about each name before reading its
+tensor, so wrapping it lets a stage skip the decoder layers that ``get_pp_indices`` gives other stages
+(``VLLM_PP_LAYER_PARTITION`` included). Only ``<checkpoint prefix>.layers.<i>.*`` with ``i`` below the
+decoder's layer count is skipped: embeddings, final norm, LM head and extra heads (MTP layers numbered
+past the decoder) follow the model's own rules. Multimodal, encoder-decoder and speculative set-ups load
+as before, with one log line saying why.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+
+from ._logging import get_logger
+
+logger = get_logger(__name__)
+
+# The first "layers.<i>." component of a name: its decoder layer under the checkpoint's own prefix.
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+
+
+def skip_unowned_layers(should_skip_weight):
+    """``wrap`` of ``should_skip_weight``: also skip tensors of decoder layers another stage owns."""
+    @functools.wraps(should_skip_weight)
+    def should_skip(weight_name, *args, **kwargs):
+        return should_skip_weight(weight_name, *args, **kwargs) or not owns_weight(weight_name)
+    return should_skip
+
+
+def owns_weight(weight_name: str) -> bool:
+    """Whether this stage loads ``weight_name``: every name unless it is another stage's decoder layer."""
+    owned = owned_layers()
+    if owned is None:
+        return True
+    match = _LAYER.search(weight_name)
+    if match is None:
+        return True
+    layer = int(match.group(1))
+    start, end, num_layers = owned
+    return layer >= num_layers or start <= layer < end
+
+
+def owned_layers() -> tuple[int, int, int] | None:
+    """``(start, end, num_layers)`` of this stage's decoder layers, or None to load every tensor."""
+    from vllm.config import get_current_vllm_config_or_none
+    from vllm.distributed import parallel_state
+
+    config = get_current_vllm_config_or_none()
+    if config is None or config.parallel_config.pipeline_parallel_size == 1:
+        return None
+    if not parallel_state.model_parallel_is_initialized():
+        return _load_everything("the pipeline-parallel group is not initialized")
+    model = config.model_config
+    if model.is_multimodal_model:
+        return _load_everything(f"{model.model} is multimodal")
+    if model.is_encoder_decoder:
+        return _load_everything(f"{model.model} is an encoder-decoder model")
+    if config.speculative_config is not None:
+        return _load_everything("speculative decoding loads a draft model from the same checkpoint")
+    num_layers = getattr(model.hf_text_config, "num_hidden_layers", None)
+    if not isinstance(num_layers, int):
+        return _load_everything(f"{model.model} declares no num_hidden_layers")
+    group = parallel_state.get_pp_group()
+    # The partition variable is part of the key: get_pp_indices reads it (and logs) on every call.
+    return _stage_range(num_layers, group.rank_in_group, group.world_size,
+                        os.environ.get("VLLM_PP_LAYER_PARTITION"))
+
+
+@functools.lru_cache(maxsize=None)
+def _stage_range(num_layers: int, rank: int, size: int, partition: str | None) -> tuple[int, int, int]:
+    from vllm.distributed.utils import get_pp_indices
+
+    start, end = get_pp_indices(num_layers, rank, size)
+    logger.info("pipeline stage %d/%d reads decoder layers %d-%d of %d from the checkpoint",
+                rank, size, start, end - 1, num_layers)
+    return start, end, num_layers
+
+
+@functools.lru_cache(maxsize=None)
+def _load_everything(why: str) -> None:
+    logger.info("pipeline-parallel: every stage reads the whole checkpoint: %s", why)
