@@ -41,7 +41,7 @@ from ._logging import get_logger
 from .errors import PipelineDesyncError, PipelinePeerError
 from .groups import GroupView, as_group
 from .stats import TransferStats
-from .wire import HEADER_BYTES, TRAILER_BYTES, Header, decode, plan
+from .wire import HEADER_BYTES, TRAILER_BYTES, Layout, decode, plan
 
 logger = get_logger(__name__)
 
@@ -129,24 +129,24 @@ class StageTransfer:
     def isend(self, tensors: dict[str, torch.Tensor], num_tokens: int) -> SendHandle:
         """Queue ``tensors`` for the next stage; they are copied before this returns, so may be reused."""
         with self._guard(), self.stats.timing("send_s"):
-            header, words = plan(tensors, num_tokens, self._send_seq, self._tp_size, self._split_bytes)
+            layout, seq = plan(tensors, num_tokens, self._tp_size, self._split_bytes), self._send_seq
             if len(self._pending) == _DEPTH:
                 self._pending.popleft().wait()
-            buf = self._staging.take(header.message_bytes)
-            buf[:HEADER_BYTES].view(torch.int64).numpy()[:] = words
-            part = self._tp_rank if header.parts > 1 else 0
+            buf = self._staging.take(layout.message_bytes)
+            buf[:HEADER_BYTES].view(torch.int64).numpy()[:] = layout.header_words(seq)
+            part = self._tp_rank if layout.parts > 1 else 0
             works, begin, pos = [], 0, HEADER_BYTES
-            for i, rnd in enumerate(header.rounds):
+            for i, rnd in enumerate(layout.rounds):
                 start = rnd.start + part * rnd.slice_bytes
-                self._pack(buf[pos:pos + rnd.slice_bytes], tensors, header, start)
+                self._pack(buf[pos:pos + rnd.slice_bytes], tensors, layout, start)
                 pos += rnd.slice_bytes + TRAILER_BYTES
-                buf[pos - TRAILER_BYTES:pos].view(torch.int64).numpy()[:] = header.trailer(i)
+                buf[pos - TRAILER_BYTES:pos].view(torch.int64).numpy()[:] = layout.trailer(seq, i)
                 works.append(dist.isend(buf[begin:pos], group=self._pp.cpu_group, group_dst=self._pp.next_in_group))
                 begin = pos
             handle = SendHandle(self, works)
             self._pending.append(handle)
             self._send_seq += 1
-        self._count(header)
+        self._count(layout)
         return handle
 
     def recv(self, num_tokens: int) -> dict[str, torch.Tensor]:
@@ -155,77 +155,76 @@ class StageTransfer:
             buf = self._received.take(self._max_bytes)
             with self.stats.timing("recv_s"):
                 self._recv_into(buf)
-                header = decode(buf[:HEADER_BYTES].view(torch.int64).tolist(), self._max_bytes)
-                self._expect(header, num_tokens)
-                if header.parts == 1:
-                    payload = self._round_body(buf, HEADER_BYTES, header, 0)
-            if header.parts > 1:
-                payload = self._recv_split(buf, header)
+                seq, layout = decode(buf[:HEADER_BYTES].view(torch.int64).tolist(), self._max_bytes)
+                self._expect(seq, layout, num_tokens)
+                if layout.parts == 1:
+                    payload = self._round_body(buf, HEADER_BYTES, seq, layout, 0)
+            if layout.parts > 1:
+                payload = self._recv_split(buf, seq, layout)
             payload = payload.to(self._device, non_blocking=True)
             tensors = {s.key: payload[s.offset:s.offset + s.nbytes].view(s.dtype).view(s.shape)
-                       for s in header.specs}
+                       for s in layout.specs}
             if self._wait_device is not None:
                 self._wait_device()
             self._recv_seq += 1
-        self._count(header)
+        self._count(layout)
         return tensors
 
-    def _recv_split(self, buf: torch.Tensor, header: Header) -> torch.Tensor:
+    def _recv_split(self, buf: torch.Tensor, seq: int, layout: Layout) -> torch.Tensor:
         """Receive the rounds of a split payload, all-gathering each while the next is on the wire."""
-        out = self._gather_buffer(header)
+        out = self._gather_buffer(layout)
         gathers, pos = [], HEADER_BYTES
-        for i, rnd in enumerate(header.rounds):
+        for i, rnd in enumerate(layout.rounds):
             with self.stats.timing("recv_s"):
                 if i:
                     self._recv_into(buf[pos:])
-                body = self._round_body(buf, pos, header, i)
-            gathers.append(self._gather(out[rnd.start:rnd.start + header.parts * rnd.slice_bytes], body))
+                body = self._round_body(buf, pos, seq, layout, i)
+            gathers.append(self._gather(out[rnd.start:rnd.start + layout.parts * rnd.slice_bytes], body))
             pos += rnd.slice_bytes + TRAILER_BYTES
         with self.stats.timing("gather_s"):
             for work in gathers:
                 self._wait(work, f"all-gather over tensor-parallel ranks {list(self._tp.ranks)}")
-        return out[:header.payload_bytes]
+        return out[:layout.payload_bytes]
 
     def _recv_into(self, buf: torch.Tensor) -> None:
         self._wait(dist.irecv(buf, group=self._pp.cpu_group, group_src=self._pp.prev_in_group),
                    f"receive from rank {self._peer(-1)}")
 
-    def _round_body(self, buf: torch.Tensor, pos: int, header: Header, round_index: int) -> torch.Tensor:
+    def _round_body(self, buf: torch.Tensor, pos: int, seq: int, layout: Layout, round_index: int) -> torch.Tensor:
         """The slice of a round that starts at ``pos``, once the trailer after it proves it complete."""
-        end = pos + header.rounds[round_index].slice_bytes
+        end = pos + layout.rounds[round_index].slice_bytes
         trailer = buf[end:end + TRAILER_BYTES].view(torch.int64)
-        got = trailer.tolist()
+        got, expected = trailer.tolist(), layout.trailer(seq, round_index)
         trailer.zero_()  # so a later, truncated message cannot pass on these bytes
-        if got != header.trailer(round_index):
-            raise PipelineDesyncError(
-                f"pipeline transfer: message {header.seq} truncated: expected trailer (magic, seq, checksum, "
-                f"round) {header.trailer(round_index)} at byte {end}, got {got}")
+        if got != expected:
+            raise PipelineDesyncError(f"pipeline transfer: message {seq} truncated: expected trailer (magic, "
+                                      f"seq, checksum, round) {expected} at byte {end}, got {got}")
         return buf[pos:end]
 
-    def _expect(self, header: Header, num_tokens: int) -> None:
-        for what, expected, got in (("sequence number", self._recv_seq, header.seq),
-                                    ("token count (padded batch)", num_tokens, header.num_tokens)):
+    def _expect(self, seq: int, layout: Layout, num_tokens: int) -> None:
+        for what, expected, got in (("sequence number", self._recv_seq, seq),
+                                    ("token count (padded batch)", num_tokens, layout.num_tokens)):
             if expected != got:
                 raise PipelineDesyncError(
                     f"pipeline transfer: {what} from rank {self._peer(-1)}: expected {expected}, got {got}")
-        if header.parts not in (1, self._tp_size):
-            raise PipelineDesyncError(f"pipeline transfer: message split in {header.parts} parts, "
+        if layout.parts not in (1, self._tp_size):
+            raise PipelineDesyncError(f"pipeline transfer: message split in {layout.parts} parts, "
                                       f"expected 1 or the tensor-parallel size {self._tp_size}")
 
-    def _pack(self, dst: torch.Tensor, tensors: dict[str, torch.Tensor], header: Header, start: int) -> None:
+    def _pack(self, dst: torch.Tensor, tensors: dict[str, torch.Tensor], layout: Layout, start: int) -> None:
         """Copy the payload bytes from offset ``start`` on into ``dst`` (past the payload: left as is)."""
         stop = start + dst.numel()
-        for spec, t in zip(header.specs, tensors.values()):
+        for spec, t in zip(layout.specs, tensors.values()):
             lo, hi = max(spec.offset, start), min(spec.offset + spec.nbytes, stop)
             if lo < hi:
                 src = t.contiguous().view(-1).view(torch.uint8)
                 _copy(dst[lo - start:hi - start], src[lo - spec.offset:hi - spec.offset])
 
-    def _gather_buffer(self, header: Header) -> torch.Tensor:
+    def _gather_buffer(self, layout: Layout) -> torch.Tensor:
         """Where a split payload is all-gathered: reused on CPU, fresh (the caching allocator's) on a device."""
         if self._device.type == "cpu":
-            return self._gathered.take(header.gathered_bytes)
-        return torch.empty(header.gathered_bytes, dtype=torch.uint8, device=self._device)
+            return self._gathered.take(layout.gathered_bytes)
+        return torch.empty(layout.gathered_bytes, dtype=torch.uint8, device=self._device)
 
     def _gather(self, out: torch.Tensor, part: torch.Tensor) -> dist.Work:
         """Start the all-gather of one round over the tensor-parallel group (its device group off CPU)."""
@@ -255,7 +254,7 @@ class StageTransfer:
     def _peer(self, step: int) -> int:
         return self._pp.ranks[(self._pp.rank_in_group + step) % self._pp.world_size]
 
-    def _count(self, header: Header) -> None:
-        self.stats.count(header.message_bytes, header.parts > 1)
+    def _count(self, layout: Layout) -> None:
+        self.stats.count(layout.message_bytes, layout.parts > 1)
         if self._stats_every > 0 and self._tp_rank == 0 and self.stats.messages % self._stats_every == 0:
             logger.info("pipeline transfer, stage %d: %s", self._pp.rank_in_group, self.stats)

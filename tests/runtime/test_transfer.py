@@ -173,13 +173,13 @@ def test_roundtrip_is_bit_identical(tp, request):
 
 def _message(tensors: dict[str, torch.Tensor], num_tokens: int, seq: int) -> torch.Tensor:
     """A whole message built by hand from the wire format, for the sender that breaks the rules."""
-    header, words = wire.plan(tensors, num_tokens, seq, split_parts=1, split_bytes=1 << 62)
-    msg = torch.zeros(header.message_bytes, dtype=torch.uint8)
-    msg[:wire.HEADER_BYTES].view(torch.int64).copy_(torch.tensor(words))
-    for spec, t in zip(header.specs, tensors.values()):
+    layout = wire.plan(tensors, num_tokens, split_parts=1, split_bytes=1 << 62)
+    msg = torch.zeros(layout.message_bytes, dtype=torch.uint8)
+    msg[:wire.HEADER_BYTES].view(torch.int64).copy_(torch.tensor(layout.header_words(seq)))
+    for spec, t in zip(layout.specs, tensors.values()):
         start = wire.HEADER_BYTES + spec.offset
         msg[start:start + spec.nbytes].copy_(t.reshape(-1).view(torch.uint8))
-    msg[-wire.TRAILER_BYTES:].view(torch.int64).copy_(torch.tensor(header.trailer(0)))
+    msg[-wire.TRAILER_BYTES:].view(torch.int64).copy_(torch.tensor(layout.trailer(seq, 0)))
     return msg
 
 
@@ -292,7 +292,7 @@ def test_killed_peer_raises_within_timeout(tp2):
 @functools.cache
 def _valid_words(i: int) -> tuple[int, ...]:
     num_tokens, tensors = _case(i)
-    return tuple(wire.plan(tensors, num_tokens, seq=i, split_parts=2, split_bytes=1 << 20)[1])
+    return tuple(wire.plan(tensors, num_tokens, split_parts=2, split_bytes=1 << 20).header_words(seq=i))
 
 
 _HEADERS = st.integers(0, len(CASES) - 1).map(lambda i: list(_valid_words(i)))
@@ -316,8 +316,8 @@ def _headers(draw):
 @given(_headers())
 def test_header_decoder_raises_only_the_named_error(words):
     try:
-        header = wire.decode(words, max_message_bytes=1 << 30)
+        seq, layout = wire.decode(words, max_message_bytes=1 << 30)
     except PipelineDesyncError:
         return
-    assert header.message_bytes <= 1 << 30
-    assert all(s.shape[0] == header.num_tokens for s in header.specs)
+    assert seq >= 0 and layout.message_bytes <= 1 << 30
+    assert all(s.shape[0] == layout.num_tokens for s in layout.specs)
