@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 import compiler
 from compiler import drift as driftmod
-from patchspec import cache, profiles, state as staterec
+from patchspec import cache, profiles, state as staterec, yamlloc
 from patchspec.errors import PatchspecError
 from patchspec.model import Spec
 from patchspec.ops import _pristine_reader
@@ -228,7 +228,8 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
                 force: bool = False) -> ProfileDraft:
     """A draft ``specs/releases/RELEASE.yaml``: fingerprints of every target, OLD's overrides kept where
     they still resolve (dropped where the spec's own form resolves instead). Written only when every
-    transform of every spec resolves."""
+    transform of every spec resolves. Replacing a profile keeps its package pins and the sections of
+    the specs not given."""
     root = Root.open(root_path)
     directory = profiles.releases_dir(spec_paths[0])
     path = directory / f"{release}.yaml"
@@ -264,8 +265,11 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
         specs_out[base.name] = {**({"overrides": kept} if kept else {}), "fingerprints": prints}
     if needs:
         return ProfileDraft(path, None, needs, notes)
-    if previous and previous.release == release:
-        pins = {name: str(spec) for name, spec in previous.packages.items()}
+    if path.exists():
+        replaced = _plain(yamlloc.load(path.read_text(), str(path)))
+        pins = replaced["packages"]
+        specs_out = {**{name: specs_out.get(name, section) for name, section in (replaced.get("specs") or {}).items()},
+                     **specs_out}
     else:
         pins = {name: f"=={versions[name]}" for name in sorted(packages) if name in versions}
     if not pins:

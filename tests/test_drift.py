@@ -252,3 +252,20 @@ def test_drift_on_an_applied_root_reads_the_pristine_sources(vllm_release, tmp_p
     assert "# patchspec: drift-probe" in (root / FILES[0]).read_text()
     result = drift_report.drift(PROBE, str(root), use_cache=False)
     assert {r.drift for r in result.rows} == {"unchanged"}
+
+
+def test_profile_new_replacing_a_profile_keeps_pins_and_other_specs(vllm_release, tmp_path):
+    shutil.copytree(PROBE_DIR, tmp_path / "drift")
+    path = tmp_path / "drift" / "releases" / "v0.30.0.yaml"
+    path.write_text('release: v0.30.0\npackages:\n  vllm: ">=0.30.0,<0.31"\nspecs:\n'
+                    "  other-spec:\n    fingerprints: {x: 0123456789abcdef}\n"
+                    "  drift-probe:\n    fingerprints: {schedule: stale}\n")
+    with pytest.raises(drift_report.PatchspecError, match="exists; --force"):
+        drift_report.new_profile("v0.30.0", str(vllm_release("0.30.0")), [str(tmp_path / "drift" / "probe.yaml")])
+    drift_report.new_profile("v0.30.0", str(vllm_release("0.30.0")), [str(tmp_path / "drift" / "probe.yaml")],
+                             old="v0.30.0", force=True)
+    profile = drift_report.profiles.load_profile(path.parent, "v0.30.0")
+    assert "vllm: '>=0.30.0,<0.31'" in profile.text  # the pin as written, not re-ordered
+    assert list(profile.specs) == ["other-spec", "drift-probe"]
+    assert profile.fingerprints("other-spec") == {"x": "0123456789abcdef"}
+    assert profile.fingerprints("drift-probe")["schedule"] == "175955277a6a721a"
