@@ -33,8 +33,9 @@ def take_intermediate_tensors(kwargs: dict) -> None:
 
 def stage_output(hidden_states):
     """A non-last stage's outputs, cloned inside the captured graph: with tensor parallelism they come
-    from in-place collectives whose buffers a replayed graph frees when its tensor cache is disabled."""
-    from vllm.sequence import IntermediateTensors
-    if not isinstance(hidden_states, IntermediateTensors):
+    from in-place collectives whose buffers a replayed graph frees when its tensor cache is disabled.
+    Anything else (a tensor, a tuple) passes untouched, without an import a compiled forward would trace."""
+    tensors = getattr(hidden_states, "tensors", None)
+    if tensors is None:
         return hidden_states
-    return IntermediateTensors({key: value.clone() for key, value in hidden_states.tensors.items()})
+    return type(hidden_states)({key: value.clone() for key, value in tensors.items()})
