@@ -80,8 +80,10 @@ def _applied_specs(state: dict, root: Root, exclude: str | None = None) -> dict[
 
 
 def patched_texts(specs: list[Spec], files: set[str], root: Root, state: dict) -> dict[str, str]:
-    """The text of each file with every one of ``specs`` applied to its pristine text."""
-    scoped = [s.with_targets(tuple(t for t in s.targets if t.file in files)) for s in specs]
+    """The text of each file with every one of ``specs`` applied to its pristine text, in name order, so
+    that the text does not depend on the order the specs were applied in."""
+    scoped = [s.with_targets(tuple(t for t in s.targets if t.file in files))
+              for s in sorted(specs, key=lambda s: s.name)]
     plan = planner.resolve(scoped, _pristine_reader(root, state), root.has_package,
                            {f.split("/", 1)[0] for f in files})
     raise_plan_errors(plan)

@@ -62,12 +62,12 @@ def load_profile_text(text: str, file: str) -> Profile:
         raise PatchspecError("a release profile is a YAML mapping", file=file, line=1, col=1)
     schema_errors(data, file, "profile")
     packages = {}
-    for name, text in data["packages"].items():
+    for name, specifier in data["packages"].items():
         try:
-            packages[name] = SpecifierSet(text)
+            packages[name] = SpecifierSet(specifier)
         except InvalidSpecifier:
             line, col = yamlloc.locate(data, ["packages", name])
-            raise PatchspecError(f"packages/{name}: {text!r} is not a version specifier", file=file,
+            raise PatchspecError(f"packages/{name}: {specifier!r} is not a version specifier", file=file,
                                  line=line, col=col) from None
     return Profile(data["release"], packages, data.get("specs") or {}, file, text)
 
