@@ -269,3 +269,48 @@ def test_profile_new_replacing_a_profile_keeps_pins_and_other_specs(vllm_release
     assert list(profile.specs) == ["other-spec", "drift-probe"]
     assert profile.fingerprints("other-spec") == {"x": "0123456789abcdef"}
     assert profile.fingerprints("drift-probe")["schedule"] == "175955277a6a721a"
+
+
+REAL_SPEC = str(Path(__file__).resolve().parent.parent / "specs" / "pipeline-parallel.yaml")
+# The real spec's vLLM targets on the releases it was not profiled on: all still apply.
+REAL_EXPECTED = {
+    "0.24.0": {"intermediate-tensors-iter#0": "unchanged", "scheduler-running-cap#0": "changed",
+               "loader-skip-unowned-layers#0": "changed", "config-refuse-split-shared-state#0": "changed"},
+    "0.33.0": {"intermediate-tensors-iter#0": "unchanged", "scheduler-running-cap#0": "changed",
+               "loader-skip-unowned-layers#0": "unchanged", "config-refuse-split-shared-state#0": "changed"},
+}
+
+
+@pytest.mark.parametrize("version", ["0.26.0", "0.30.0"])
+def test_real_spec_is_unchanged_on_its_profiled_vllm_releases(vllm_release, version):
+    """Every vLLM target of specs/pipeline-parallel.yaml has its fingerprint recorded and matches it."""
+    result = drift_report.drift(REAL_SPEC, str(vllm_release(version)), use_cache=False)
+    assert result.release == f"v{version}"
+    for row in result.rows:
+        assert row.drift == ("unchanged" if row.file.startswith("vllm/") else "not-checked"), row
+    assert result.code == 0
+
+
+@pytest.mark.parametrize("version", sorted(REAL_EXPECTED))
+def test_real_spec_on_other_vllm_releases(vllm_release, version):
+    rows = by_key(drift_report.drift(REAL_SPEC, str(vllm_release(version)), use_cache=False).rows)
+    assert {k: rows[k].drift for k in REAL_EXPECTED[version]} == REAL_EXPECTED[version]
+
+
+@pytest.mark.gaudi
+@pytest.mark.parametrize("version, tag", [("0.24.0", "v0.24.0"), ("0.26.0", "v0.26.0"), ("0.30.0", "main")])
+def test_real_spec_hpu_targets_on_vllm_gaudi(vllm_release, gaudi_release, version, tag):
+    """The vllm-gaudi targets hold and are unchanged in v0.24.0, v0.26.0 and main (the HPU runner's
+    functions the fix patches did not change between them)."""
+    roots = {"vllm": vllm_release(version), "vllm_gaudi": gaudi_release(tag)}
+
+    def read(rel: str):
+        path = roots[rel.split("/", 1)[0]] / rel
+        return path.read_text() if path.is_file() else None
+
+    spec = load_spec(REAL_SPEC)
+    profile = drift_report.profiles.load_profile(drift_report.profiles.releases_dir(REAL_SPEC), "v0.26.0")
+    rows = drift.report(drift_report.profiles.for_release(spec, profile), read, lambda p: p in roots,
+                        profile.fingerprints(spec.name))
+    gaudi = [r for r in rows if r.file.startswith("vllm_gaudi/")]
+    assert gaudi and {r.drift for r in gaudi} == {"unchanged"}
