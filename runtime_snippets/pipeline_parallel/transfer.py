@@ -193,9 +193,9 @@ class StageTransfer:
     def _round_body(self, buf: torch.Tensor, pos: int, seq: int, layout: Layout, round_index: int) -> torch.Tensor:
         """The slice of a round that starts at ``pos``, once the trailer after it proves it complete."""
         end = pos + layout.rounds[round_index].slice_bytes
-        trailer = buf[end:end + TRAILER_BYTES].view(torch.int64)
+        trailer = buf[end:end + TRAILER_BYTES].view(torch.int64).numpy()
         got, expected = trailer.tolist(), layout.trailer(seq, round_index)
-        trailer.zero_()  # so a later, truncated message cannot pass on these bytes
+        trailer[:] = 0  # so a later, truncated message cannot pass on these bytes
         if got != expected:
             raise PipelineDesyncError(f"pipeline transfer: message {seq} truncated: expected trailer (magic, "
                                       f"seq, checksum, round) {expected} at byte {end}, got {got}")
