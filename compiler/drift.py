@@ -13,6 +13,8 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import libcst as cst
+
 from compiler import fingerprint, pattern
 from compiler.plan import SKIPPED, Plan, Resolved, resolve
 from compiler.source import SourceError, SourceFile, span
@@ -147,7 +149,7 @@ def _fingerprint(definition: Definition | None) -> str | None:
         return None
 
 
-def _classify(row, current: str | None, expected: str | None) -> str:
+def _classify(row: Resolved, current: str | None, expected: str | None) -> str:
     if row.status == SKIPPED:
         return NOT_CHECKED
     if row.ok:
@@ -209,11 +211,13 @@ def obsolete_line(cond: ObsoleteWhen, text: str | None) -> int | None:
         if node is None:
             return None
         definition = Definition(source, node, cond.function)
-        found = pattern.find(definition.fragment.node, pattern.compile_pattern(cond.contains,
-                                                                               "statement_or_expression"))
+        found = definition.find(pattern.compile_pattern(cond.contains, "statement_or_expression"))
     except SourceError:
         return None
-    return definition.line_of(found[0]) if found else None
+    if not found:
+        return None
+    located = isinstance(found[0], cst.BaseStatement | cst.BaseSmallStatement | cst.Call)
+    return definition.line_of(found[0]) if located else node.lineno  # lines are kept for those only
 
 
 def with_obsolete(rows: list[DriftRow], hits: list[tuple[ObsoleteWhen, int]]) -> list[DriftRow]:

@@ -121,6 +121,19 @@ def test_obsolete_when_the_fix_is_upstream(vllm_release):
     assert drift.exit_code([dataclasses.replace(r, under=drift.UNRECORDED) for r in new]) == 1
 
 
+@pytest.mark.parametrize("contains, line", [
+    ("len(self.kv_holding_waiting)", 2922),            # a call: its line
+    ("return len(self.running), ...", 2922),           # a statement with a wildcard
+    ("self.kv_holding_waiting", 2920),                 # another expression: the function's line
+    ("len(self.skipped_waiting)", None),               # 0.30.0's form is gone
+])
+def test_obsolete_line(vllm_release, contains, line):
+    text = (vllm_release("0.33.0") / "vllm/v1/core/sched/scheduler.py").read_text()
+    cond = ObsoleteWhen("vllm/v1/core/sched/scheduler.py", "Scheduler.get_request_counts", contains, Loc(PROBE, 1, 1))
+    assert drift.obsolete_line(cond, text) == line
+    assert drift.obsolete_line(dataclasses.replace(cond, function="Scheduler.gone"), text) is None
+
+
 def tree_hash(root: Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*")):
