@@ -33,7 +33,7 @@ def tokens(node: cst.CSTNode) -> Iterator[str]:
     if isinstance(node, LITERALS):
         yield repr(ast.literal_eval(node.value))
         return
-    if isinstance(node, cst.FunctionDef) and node.asynchronous is not None:
+    if getattr(node, "asynchronous", None) is not None:  # a layout field to patterns, meaning here
         yield "async"
     for name, value in semantic_fields(node):
         if name == "body" and isinstance(node, cst.FunctionDef | cst.ClassDef):

@@ -55,6 +55,7 @@ def test_layout_leaves_the_fingerprint(variant):
     ("continue", "break"),
     ("budget=8", "budget=9"),
     ("def step", "async def step"),
+    ("for item in batch", "async for item in batch"),
     ("@staticmethod", "@classmethod"),
     ("total += item.size * 2", "total += item.size * 2\n            total -= 1"),
 ])
