@@ -1,0 +1,94 @@
+"""Drives vLLM's real scheduler the way the engine core's batch queue does; prints one JSON document.
+
+Run as ``python scheduler_run.py MODEL_DIR SCENARIOS_JSON`` with a release root (patched or not) first
+on ``sys.path``: each test process imports exactly one vLLM. A scenario is ``{"pp": N, "async": bool}``;
+the queue holds ``pp`` steps in flight, schedules the next while earlier ones are out, and feeds model
+outputs back oldest first. The "model" samples a token derived from the request and its length, so two
+runs that schedule the same work produce the same tokens.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from collections import deque
+
+import torch
+
+from vllm.config import CacheConfig, DeviceConfig, ModelConfig, ParallelConfig, SchedulerConfig, VllmConfig
+from vllm.sampling_params import SamplingParams
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+from vllm.v1.outputs import ModelRunnerOutput
+from vllm.v1.request import Request
+from vllm.v1.structured_output import StructuredOutputManager
+
+BLOCK = 16
+BLOCKS = 256
+# (prompt length, max tokens) of each request: uneven, so requests finish at different steps.
+REQUESTS = [(8, 6), (13, 9), (5, 4), (21, 7), (9, 9), (17, 5)]
+
+
+def build(model_dir: str, pp: int, async_scheduling: bool) -> Scheduler:
+    model = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32", max_model_len=256)
+    vllm_config = VllmConfig(
+        model_config=model,
+        scheduler_config=SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=1024, max_model_len=256,
+                                         is_encoder_decoder=False, async_scheduling=async_scheduling),
+        cache_config=CacheConfig(block_size=BLOCK, enable_prefix_caching=False),
+        device_config=DeviceConfig(device="cpu"),
+        parallel_config=ParallelConfig(pipeline_parallel_size=pp),
+    )
+    vllm_config.cache_config.num_gpu_blocks = BLOCKS
+    spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=1, head_size=1, dtype=torch.float32)
+    kv = KVCacheConfig(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)])
+    cls = AsyncScheduler if async_scheduling else Scheduler
+    return cls(vllm_config=vllm_config, kv_cache_config=kv,
+               structured_output_manager=StructuredOutputManager(vllm_config), block_size=BLOCK)
+
+
+def sampled(req_id: str, length: int) -> int:
+    return 100 + (sum(map(ord, req_id)) * 31 + length) % 800
+
+
+def run(model_dir: str, pp: int, async_scheduling: bool) -> dict:
+    scheduler = build(model_dir, pp, async_scheduling)
+    for i, (prompt, max_tokens) in enumerate(REQUESTS):
+        params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
+        scheduler.add_request(Request(f"r{i}", list(range(1, prompt + 1)), params, None))
+    lengths = {f"r{i}": prompt for i, (prompt, _) in enumerate(REQUESTS)}
+    tokens: dict[str, list[int]] = {}
+    steps, in_flight_twice, outputs = [], [], []
+    queue: deque = deque()
+    while scheduler.has_requests() or queue:
+        if scheduler.has_requests() and len(queue) < pp:
+            out = scheduler.schedule()
+            ids = sorted(out.num_scheduled_tokens)
+            in_flight = {r for earlier in queue for r in earlier.num_scheduled_tokens}
+            in_flight_twice += sorted(in_flight.intersection(ids))
+            steps.append(ids)
+            outputs.append(repr(out))
+            queue.appendleft(out)
+            if len(queue) < pp:
+                continue
+        out = queue.pop()
+        ids = list(out.num_scheduled_tokens)
+        new = [[sampled(r, lengths[r])] for r in ids]
+        for r in ids:
+            lengths[r] += 1
+        result = ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
+                                   sampled_token_ids=new)
+        for engine_outputs in scheduler.update_from_output(out, result).values():
+            for o in engine_outputs.outputs:
+                tokens.setdefault(o.request_id, []).extend(o.new_token_ids)
+    return {"steps": steps, "in_flight_twice": in_flight_twice, "tokens": tokens, "outputs": outputs}
+
+
+def main() -> None:
+    model_dir, scenarios = sys.argv[1], json.loads(sys.argv[2])
+    results = [run(model_dir, s["pp"], s["async"]) for s in scenarios]
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""The scheduler target on vLLM's real ``Scheduler`` (0.26.0 and 0.30.0, CPU): microbatches at size 2,
+nothing changed at size 1 or under async scheduling."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vllm_runs import RELEASES, result, start
+
+SCENARIOS = [{"pp": 1, "async": False}, {"pp": 2, "async": False}, {"pp": 2, "async": True}]
+PP1, PP2, PP2_ASYNC = range(3)
+# A tiny text-only model: the scheduler reads its config, never its weights.
+CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+          "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4,
+          "num_hidden_layers": 4, "vocab_size": 1000, "max_position_embeddings": 512,
+          "torch_dtype": "float32", "rms_norm_eps": 1e-6}
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def runs(request, vllm_roots, tmp_path_factory):
+    """``(stock, patched)`` results of every scenario on one release, both runs side by side."""
+    model = tmp_path_factory.mktemp("model")
+    (model / "config.json").write_text(json.dumps(CONFIG))
+    pristine, patched = vllm_roots(request.param)
+    procs = [start(root, "scheduler_run.py", str(model), json.dumps(SCENARIOS)) for root in (pristine, patched)]
+    return tuple(result(p) for p in procs)
+
+
+def counts(run: dict) -> list[int]:
+    return [len(step) for step in run["steps"]]
+
+
+def test_stock_size_2_takes_turns(runs):
+    stock, _ = runs
+    assert counts(stock[PP2])[:8] == [6, 0, 6, 0, 6, 0, 6, 0]
+
+
+def test_size_2_schedules_half_the_running_requests_per_step(runs):
+    _, patched = runs
+    # Step 1 admits all six (new requests come from the waiting queue), step 2 finds them all in flight;
+    # from then on the two microbatches of three alternate.
+    assert counts(patched[PP2])[:8] == [6, 0, 3, 3, 3, 3, 3, 3]
+    assert max(counts(patched[PP2])[2:]) == 3
+
+
+def test_no_request_in_two_in_flight_steps(runs):
+    stock, patched = runs
+    assert stock[PP2]["in_flight_twice"] == []
+    assert patched[PP2]["in_flight_twice"] == []
+
+
+def test_every_request_gets_the_same_tokens_as_at_size_1(runs):
+    stock, patched = runs
+    expected = stock[PP1]["tokens"]
+    assert sorted(expected) == [f"r{i}" for i in range(6)]
+    assert patched[PP2]["tokens"] == expected
+    assert stock[PP2]["tokens"] == expected
+
+
+@pytest.mark.parametrize("scenario", [PP1, PP2_ASYNC], ids=["size-1", "size-2-async"])
+def test_output_unchanged_at_size_1_and_under_async_scheduling(runs, scenario):
+    stock, patched = runs
+    assert len(stock[scenario]["outputs"]) > 5
+    assert patched[scenario]["outputs"] == stock[scenario]["outputs"]
