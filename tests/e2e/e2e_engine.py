@@ -50,11 +50,9 @@ def _top1(position: dict) -> list:
 
 
 def _record_steps(llm) -> list:
-    """Per finished engine step: requests it carried and requests running when it was scheduled.
-
-    Observes the stats the engine hands its own stat loggers (``enable_logging_iteration_details``).
-    Running-at-schedule is running after the step plus the requests the step finished.
-    """
+    """Per finished engine step: requests it carried, and requests unfinished when it returned (running
+    after it plus those it finished). Observes the stats the engine hands its own stat loggers
+    (``enable_logging_iteration_details``)."""
     steps = []
     manager = llm.llm_engine.logger_manager
     record = manager.record
@@ -65,7 +63,7 @@ def _record_steps(llm) -> list:
             finished = len(iteration_stats.finished_requests) if iteration_stats else 0
             steps.append({
                 "ctx": details.num_ctx_requests, "gen": details.num_generation_requests,
-                "running": scheduler_stats.num_running_reqs + finished,
+                "unfinished": scheduler_stats.num_running_reqs + finished,
             })
         return record(scheduler_stats, iteration_stats, *args, **kwargs)
 

@@ -140,6 +140,10 @@ def top1_matches(a: list[list[list]], b: list[list[list]]) -> tuple[int, int, fl
     return agree, total, worst
 
 
-def turn_taking_steps(steps: list[dict]) -> list[dict]:
-    """Decode steps that carried every running request while more than one ran: the other stage idled."""
-    return [s for s in steps if s["ctx"] == 0 and s["running"] > 1 and s["gen"] >= s["running"]]
+def turn_taking_steps(steps: list[dict]) -> list[tuple[dict, dict]]:
+    """Pairs of consecutive decode steps that must share a request: together they carry more requests
+    than were unfinished when the first returned. A request in flight cannot be scheduled again, so the
+    second was scheduled only after the first came back: the stages took turns. Overlapping stages
+    alternate disjoint microbatches and never form such a pair."""
+    return [(a, b) for a, b in zip(steps, steps[1:])
+            if a["ctx"] == b["ctx"] == 0 and a["unfinished"] > 1 and a["gen"] + b["gen"] > a["unfinished"]]

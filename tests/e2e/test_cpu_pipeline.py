@@ -84,7 +84,7 @@ def test_teacher_forced_top1_identical_and_logprobs_close(runs):
 
 def test_steps_overlap_at_size_2(runs):
     steps = runs["pp2"]["steps"]
-    decode = [s for s in steps if s["ctx"] == 0 and s["running"] > 1]
+    decode = [s for s in steps if s["ctx"] == 0 and s["unfinished"] > 1]
     # the judged steps carry nearly every decode token (the first rides with the prefills)
     assert sum(s["gen"] for s in decode) >= len(PROMPTS) * (MAX_TOKENS - 2), steps
     assert h.turn_taking_steps(steps) == [], steps
@@ -94,7 +94,7 @@ def test_stock_size_2_takes_turns_and_reads_every_layer(runs):
     """The measures can fail: without the pipeline-parallel spec they see what the issue describes."""
     stock = runs["pp2_stock"]
     assert stock["tokens"] == runs["pp1"]["tokens"]
-    assert len(h.turn_taking_steps(stock["steps"])) >= MAX_TOKENS - 2
+    assert len(h.turn_taking_steps(stock["steps"])) >= MAX_TOKENS // 2, stock["steps"]
     for rank in (0, 1):
         layer_reads = [m.group(1) for name in stock["reads"][rank] if (m := LAYER_NAME.search(name))]
         assert len(layer_reads) == TENSORS_PER_LAYER * LAYERS
