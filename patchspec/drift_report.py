@@ -122,11 +122,14 @@ def _cached(key: dict, compute):
     except (OSError, ValueError, KeyError):
         pass
     value = compute()
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w") as handle:
-        json.dump({"value": value}, handle)
-    os.replace(tmp, entry)
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
+        with os.fdopen(fd, "w") as handle:
+            json.dump({"value": value}, handle)
+        os.replace(tmp, entry)
+    except OSError:
+        pass  # a read-only cache only costs the next run its speed
     return value
 
 

@@ -327,3 +327,12 @@ def test_real_spec_hpu_targets_on_vllm_gaudi(vllm_release, gaudi_release, versio
                         profile.fingerprints(spec.name))
     gaudi = [r for r in rows if r.file.startswith("vllm_gaudi/")]
     assert gaudi and {r.drift for r in gaudi} == {"unchanged"}
+
+
+def test_an_unwritable_cache_still_gives_the_report(vllm_release, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "drift").write_text("a file where the cache directory should be")  # root ignores modes
+    monkeypatch.setenv("PATCHSPEC_CACHE", str(cache))
+    root = small_root(tmp_path / "root", vllm_release("0.30.0"))
+    assert drift_report.drift(PROBE, str(root)).code == 0
