@@ -20,7 +20,7 @@ PIP=("$VENV/bin/python" -m pip install --quiet --disable-pip-version-check)
 "${PIP[@]}" "torch==2.13.0"
 "${PIP[@]}" -e ".[test]"
 if [[ -f scripts/vllm-test-requirements.txt ]]; then
-    "${PIP[@]}" -r scripts/vllm-test-requirements.txt
+    "${PIP[@]}" --no-deps -r scripts/vllm-test-requirements.txt  # see the file: no triton
 fi
 echo "$WANT" > "$STAMP"
 echo "$VENV/bin/python"
