@@ -19,7 +19,7 @@ from compiler import fingerprint, pattern
 from compiler.plan import SKIPPED, Plan, Resolved, resolve
 from compiler.source import SourceError, SourceFile, span
 from compiler.transforms.context import Definition
-from patchspec.model import ObsoleteWhen, Spec, Target
+from patchspec.model import ObsoleteWhen, Spec, Target, Transform
 
 UNCHANGED = "unchanged"            # fingerprint equals the recorded one, every anchor holds
 CHANGED = "changed"                # the body changed, every anchor still matches once: review advised
@@ -182,11 +182,16 @@ def find_candidates(spec: Spec, target: Target, source: SourceFile,
         moved = dataclasses.replace(target, function=qualname)
         trial = resolve([spec.with_targets((moved,))], lambda rel: source.text, lambda p: True,
                         sources={source.path: source})
-        held = sum(r.ok for r, t in zip(trial.resolved, target.transforms) if set(t.params) & set(PATTERN_KEYS))
+        held = sum(r.ok for r, t in zip(trial.resolved, target.transforms) if has_pattern(t))
         if held or score >= 0.5:
             out.append(Candidate(qualname, start, round(score, 3), held))
     out.sort(key=lambda c: (-c.anchors, -c.similarity))
     return out[:MAX_CANDIDATES]
+
+
+def has_pattern(transform: Transform) -> bool:
+    """Whether the transform locates something by a pattern (an anchor, a loop, a call)."""
+    return any(key in transform.params for key in PATTERN_KEYS)
 
 
 def _pattern_words(target: Target) -> set[str]:

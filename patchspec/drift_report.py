@@ -259,6 +259,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
                     break
             else:
                 needs += [f"{base.name}: {row_line(r)}" for r in mine if r.drift != driftmod.UNRECORDED]
+                needs += _rename_suggestion(base.name, target, mine)
         dropped = sorted(set(overrides) - set(kept))
         if dropped:
             notes.append(f"{base.name}: overrides of {old} not carried (the spec's own form resolves, or "
@@ -287,6 +288,16 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return ProfileDraft(path, text, [], notes)
+
+
+def _rename_suggestion(spec_name: str, target, rows: list[driftmod.DriftRow]) -> list[str]:
+    """When every anchor of a missing target holds in one candidate, the override that would use it."""
+    anchored = sum(map(driftmod.has_pattern, target.transforms))
+    best = next((c for r in rows for c in r.candidates), None)
+    if best is None or not anchored or best.anchors < anchored:
+        return []
+    return [f"{spec_name}: {target.id}: every anchor holds in {best.qualname} (line {best.line}); if it is the "
+            f"same function renamed, override it: {target.id}: {{function: {best.qualname}}}"]
 
 
 def _plain(data):

@@ -223,8 +223,10 @@ def test_profile_new_lists_renamed_targets_with_candidates(vllm_release, probe_c
     document = json.loads(capsys.readouterr().out)
     assert not document["written"]
     assert [n.split(":")[1].strip() for n in document["needs"]] == [
-        "anchor-missing", "anchor-ambiguous", "target-missing"]
+        "anchor-missing", "anchor-ambiguous", "target-missing", "promote-blocked"]
     assert "Scheduler._handle_blocked_waiting_request (line 3519" in document["needs"][2]
+    assert document["needs"][3].endswith(
+        "override it: promote-blocked: {function: Scheduler._handle_blocked_waiting_request}")
 
 
 GAUDI_PROBE = str(PROBE_DIR / "gaudi" / "probe.yaml")
