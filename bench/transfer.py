@@ -25,6 +25,7 @@ import sys
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 VLLM_SRC = Path("/work/cache/src/vllm-0.30.0")
@@ -53,18 +54,31 @@ def _worker(args) -> None:
         print("RESULT " + json.dumps(result), flush=True)
 
 
-def _timed_rounds(methods: dict, iterations: int) -> dict[str, float]:
+def _timed_rounds(methods: dict, iterations: int, ready) -> dict[str, float]:
     """Median seconds per call of each method after a warm-up; the methods take turns call by call, so
-    that load from other processes on the host falls on all of them alike."""
+    that load from other processes on the host falls on all of them alike. ``ready()`` (untimed) runs
+    before each call, so that a method is not charged with the tail of the one before on the peer."""
     times: dict[str, list[float]] = {name: [] for name in methods}
     for fn in methods.values():
         fn()
     for _ in range(ROUNDS * iterations):
         for name, fn in methods.items():
+            ready()
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
     return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def _ready(stage: int, pp) -> Callable[[], None]:
+    """Stage 1 tells stage 0 it is idle and about to receive; stage 0 waits for that."""
+    import torch
+    import torch.distributed as dist
+
+    token = torch.zeros(1, dtype=torch.uint8)
+    if stage == 0:
+        return lambda: dist.recv(token, group=pp, group_src=1)
+    return lambda: dist.send(token, group=pp, group_dst=0)
 
 
 def _decode(stage, t, pp, tp_group):
@@ -102,7 +116,7 @@ def _decode(stage, t, pp, tp_group):
     else:
         unavailable = None
         methods["vllm"] = bounce(lambda: vllm.send_tensor_dict(tensors), vllm.recv_tensor_dict)
-    result = {name: s / 2 for name, s in _timed_rounds(methods, iterations=60).items()}
+    result = {name: s / 2 for name, s in _timed_rounds(methods, 60, _ready(stage, pp)).items()}
     result["vllm_unavailable"] = unavailable
     result["python"] = sys.executable
     return result
@@ -152,7 +166,7 @@ def _prefill(stage, t, pp, tp_group):
         result[label] = _timed_rounds({
             "split": delivered(lambda: split.send(tensors, n), lambda: split.recv(n)),
             "unsplit": delivered(lambda: whole.send(tensors, n), lambda: whole.recv(n)),
-        }, iterations)
+        }, iterations, _ready(stage, pp))
 
     # decode-sized: whole over every TP pair, against TP rank 0's pair only plus a broadcast on the receiver
     flat = torch.randn(DECODE_TOKENS * HIDDEN * 2).bfloat16().view(torch.uint8)
@@ -170,7 +184,7 @@ def _prefill(stage, t, pp, tp_group):
         "whole_each": delivered(lambda: dist.send(flat, group=pp, group_dst=peer),
                                 lambda: dist.recv(into, group=pp, group_src=peer)),
         "one_bcast": one_then_broadcast,
-    }, iterations=40)
+    }, 40, _ready(stage, pp))
     return result
 
 

@@ -41,7 +41,7 @@ from ._logging import get_logger
 from .errors import PipelineDesyncError, PipelinePeerError
 from .groups import GroupView, as_group
 from .stats import TransferStats
-from .wire import HEADER_BYTES, TRAILER_BYTES, Layout, decode, plan
+from .wire import HEADER_BYTES, TAG, TRAILER_BYTES, Layout, decode, plan
 
 logger = get_logger(__name__)
 
@@ -58,10 +58,9 @@ def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
 
 
 class _Ring:
-    """Byte buffers used in turn and grown as needed, so the one being read is not the one being filled."""
+    """Host byte buffers used in turn and grown as needed, so the one being read is not the one being filled."""
 
-    def __init__(self, device: torch.device):
-        self._device = device
+    def __init__(self):
         self._buffers: list[torch.Tensor | None] = [None] * _DEPTH
         self._turn = 0
 
@@ -69,7 +68,7 @@ class _Ring:
         i, self._turn = self._turn, (self._turn + 1) % _DEPTH
         buf = self._buffers[i]
         if buf is None or buf.numel() < nbytes:
-            buf = self._buffers[i] = torch.empty(nbytes, dtype=torch.uint8, device=self._device)
+            buf = self._buffers[i] = torch.empty(nbytes, dtype=torch.uint8)
         return buf[:nbytes]
 
 
@@ -108,9 +107,9 @@ class StageTransfer:
         self._max_bytes = envs.VLLM_HPU_PP_MAX_MESSAGE_BYTES
         self._send_seq = 0
         self._recv_seq = 0
-        self._staging = _Ring(torch.device("cpu"))
-        self._received = _Ring(torch.device("cpu"))
-        self._gathered = _Ring(torch.device("cpu"))
+        self._staging = _Ring()
+        self._received = _Ring()
+        self._gathered = _Ring()
         self._pending: deque[SendHandle] = deque()
         self._broken: Exception | None = None
         self.stats = TransferStats()
@@ -141,7 +140,8 @@ class StageTransfer:
                 self._pack(buf[pos:pos + rnd.slice_bytes], tensors, layout, start)
                 pos += rnd.slice_bytes + TRAILER_BYTES
                 buf[pos - TRAILER_BYTES:pos].view(torch.int64).numpy()[:] = layout.trailer(seq, i)
-                works.append(dist.isend(buf[begin:pos], group=self._pp.cpu_group, group_dst=self._pp.next_in_group))
+                works.append(dist.isend(buf[begin:pos], group=self._pp.cpu_group, group_dst=self._pp.next_in_group,
+                                        tag=TAG))
                 begin = pos
             handle = SendHandle(self, works)
             self._pending.append(handle)
@@ -187,7 +187,7 @@ class StageTransfer:
         return out[:layout.payload_bytes]
 
     def _recv_into(self, buf: torch.Tensor) -> None:
-        self._wait(dist.irecv(buf, group=self._pp.cpu_group, group_src=self._pp.prev_in_group),
+        self._wait(dist.irecv(buf, group=self._pp.cpu_group, group_src=self._pp.prev_in_group, tag=TAG),
                    f"receive from rank {self._peer(-1)}")
 
     def _round_body(self, buf: torch.Tensor, pos: int, seq: int, layout: Layout, round_index: int) -> torch.Tensor:

@@ -32,6 +32,7 @@ HEADER_WORDS = 64
 HEADER_BYTES = HEADER_WORDS * 8
 TRAILER_BYTES = 32
 SLICE_BYTES = 1 << 20  # per rank and round of a split payload
+TAG = 0x5050  # gloo message tag: other point-to-point traffic on the pipeline group never matches ours
 ALIGN = 64
 MAX_DIMS = 4
 MAX_PARTS = 64

@@ -200,8 +200,8 @@ def _desync(stage, pp_group, tp_group):
         StageTransfer(pp_group, timeout_s=20).send({k: v[:n // 2] for k, v in tensors.items()}, n // 2)  # tokens
         bad_magic = _message(tensors, n, 0)
         bad_magic[:8].view(torch.int64).fill_(0x0BADC0DE)
-        dist.send(bad_magic, group=pp_group, group_dst=peer)
-        dist.send(_message(tensors, n, 0)[:-100].clone(), group=pp_group, group_dst=peer)  # truncated
+        dist.send(bad_magic, group=pp_group, group_dst=peer, tag=wire.TAG)
+        dist.send(_message(tensors, n, 0)[:-100].clone(), group=pp_group, group_dst=peer, tag=wire.TAG)  # truncated
         dist.barrier()  # silent until the receiver has timed out (which closes the pipeline connection)
         return {"unknown_key": unknown_key}
 
@@ -222,7 +222,7 @@ def _desync(stage, pp_group, tp_group):
     report = {}
     xfer = StageTransfer(pp_group, timeout_s=20)
     report["first_ok"] = _same_bits(xfer.recv(n)["residual"], tensors["residual"])
-    dist.recv(torch.empty(1 << 20, dtype=torch.uint8), group=pp_group, group_src=peer)  # lose message 1
+    dist.recv(torch.empty(1 << 20, dtype=torch.uint8), group=pp_group, group_src=peer, tag=wire.TAG)  # lose message 1
     report["skipped"] = outcome(xfer)
     xfer = StageTransfer(pp_group, timeout_s=20)
     xfer.recv(n)
