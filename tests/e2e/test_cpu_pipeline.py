@@ -96,8 +96,7 @@ def test_stock_size_2_takes_turns_and_reads_every_layer(runs):
     assert stock["tokens"] == runs["pp1"]["tokens"]
     assert len(h.turn_taking_steps(stock["steps"])) >= MAX_TOKENS // 2, stock["steps"]
     for rank in (0, 1):
-        layer_reads = [m.group(1) for name in stock["reads"][rank] if (m := LAYER_NAME.search(name))]
-        assert len(layer_reads) == TENSORS_PER_LAYER * LAYERS
+        assert len(_layers_read(stock["reads"][rank])) == TENSORS_PER_LAYER * LAYERS
 
 
 @pytest.mark.parametrize("run, owned", [("pp2", [{0, 1}, {2, 3}]), ("pp2_31", [{0, 1, 2}, {3}])])
@@ -105,9 +104,14 @@ def test_each_stage_reads_only_its_own_layers(runs, run, owned):
     reads = runs[run]["reads"]
     assert sorted(reads) == [0, 1]
     for rank, layers in enumerate(owned):
-        layer_reads = [int(m.group(1)) for name in reads[rank] if (m := LAYER_NAME.search(name))]
+        layer_reads = _layers_read(reads[rank])
         assert set(layer_reads) == layers
         assert len(layer_reads) == TENSORS_PER_LAYER * len(layers)
+
+
+def _layers_read(names: list[str]) -> list[int]:
+    """The decoder layer of every layer tensor read, once per read."""
+    return [int(m.group(1)) for name in names if (m := LAYER_NAME.search(name))]
 
 
 def test_layer_partition_3_1_same_tokens(runs):
