@@ -1,0 +1,84 @@
+"""The worker start-up hook and the runner's stage on vLLM's own process groups (vLLM 0.30.0's
+``parallel_state`` on CPU, gloo), pipeline 2 x tensor parallel 2 in four processes: the checks pass, each
+rank finds its stage, and a stage's tensors (the same on its tensor-parallel ranks, as after their
+all-reduce) reach the next stage whole for a decode and split across the tensor-parallel ranks for a
+prefill.
+"""
+from __future__ import annotations
+
+import importlib
+import queue
+import sys
+import traceback
+import types
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from hpu_stages import TIMEOUT_S, free_port
+
+WORLD = 4
+SIZES = {"decode": 8, "prefill": 8192}  # tokens; 8192 x 64 x 4 bytes x 2 keys = 4 MiB: split
+
+
+def _payload(num_tokens: int) -> dict[str, torch.Tensor]:
+    gen = torch.Generator().manual_seed(num_tokens)
+    return {"hidden_states": torch.randn(num_tokens, 64, generator=gen),
+            "residual": torch.randn(num_tokens, 64, generator=gen)}
+
+
+def _rank_main(root, rank, port, results):
+    try:
+        sys.path.insert(0, root)
+        parallel_state = importlib.import_module("vllm.distributed.parallel_state")
+        config_module = importlib.import_module("vllm.config")
+        snippets = importlib.import_module("_patchspec_runtime.pipeline_parallel")
+        runner_hooks = importlib.import_module("_patchspec_runtime.pipeline_parallel.runner")
+        parallel_state.init_distributed_environment(WORLD, rank, f"tcp://127.0.0.1:{port}", rank, backend="gloo")
+        config = types.SimpleNamespace(
+            parallel_config=types.SimpleNamespace(pipeline_parallel_size=2, tensor_parallel_size=2,
+                                                  data_parallel_size=1, world_size=WORLD),
+            scheduler_config=types.SimpleNamespace(async_scheduling=False),
+            device_config=types.SimpleNamespace(device="cpu"))
+        current = config_module.VllmConfig(device_config=config_module.DeviceConfig(device="cpu"))
+        with config_module.set_current_vllm_config(current):
+            checked = snippets.checked_world_without_hccl(config, parallel_state.ensure_model_parallel_initialized,
+                                                          parallel_state.get_tp_group)
+        stage = runner_hooks.stage(types.SimpleNamespace(parallel_config=config.parallel_config, device="cpu"))
+        same = {}
+        for name, num_tokens in SIZES.items():
+            if stage.is_first:
+                stage.transfer.send(_payload(num_tokens), num_tokens)
+            else:
+                got, want = stage.transfer.recv(num_tokens), _payload(num_tokens)
+                same[name] = all(torch.equal(got[k], want[k]) for k in want)
+        results.put((rank, (checked, stage.is_first, stage.is_last, same, stage.transfer.stats.split_messages)))
+    except BaseException:
+        results.put((rank, traceback.format_exc()))
+
+
+def test_stage_and_start_up_on_vllm_process_groups(hpu_roots):
+    pytest.importorskip("psutil", reason="vLLM's test requirements (scripts/vllm-test-requirements.txt)")
+    ctx = mp.get_context("spawn")
+    results, port = ctx.Queue(), free_port()
+    procs = [ctx.Process(target=_rank_main, args=(str(hpu_roots[1]), r, port, results), daemon=True)
+             for r in range(WORLD)]
+    for p in procs:
+        p.start()
+    got = {}
+    try:
+        while len(got) < WORLD:
+            rank, value = results.get(timeout=3 * TIMEOUT_S)
+            assert isinstance(value, tuple), value
+            got[rank] = value
+    except queue.Empty:
+        raise TimeoutError(f"ranks {sorted(set(range(WORLD)) - set(got))} did not finish") from None
+    finally:
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+    both = {"decode": True, "prefill": True}
+    assert got == {0: (True, True, False, {}, 1), 1: (True, True, False, {}, 1),
+                   2: (True, False, True, both, 1), 3: (True, False, True, both, 1)}
