@@ -1,0 +1,81 @@
+"""The loader target on vLLM's real safetensors iterator (0.26.0 and 0.30.0): at size 2 each stage reads
+and yields only its own decoder layers (partition from VLLM_PP_LAYER_PARTITION) plus the shared tensors,
+bit for bit; at size 1 nothing changes."""
+from __future__ import annotations
+
+import re
+import socket
+
+import pytest
+
+from checkpoint import write
+from vllm_runs import RELEASES, result, start
+
+LAYERS = 6
+PARTITION = (4, 2)  # not the default 3,3: the variable must be honoured
+SHARED = {"model.embed_tokens.weight", "model.norm.weight"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def layer_of(name: str) -> int | None:
+    found = re.match(r"model\.layers\.(\d+)\.", name)
+    return int(found.group(1)) if found else None
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    out = tmp_path_factory.mktemp("checkpoint")
+    return out, write(out, layers=LAYERS, hidden=128, shards=3)
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def runs(request, vllm_roots, checkpoint, tmp_path_factory):
+    """Per release: ``{"stages": [rank 0, rank 1] patched at size 2, "stock": size 1, "patched": size 1}``."""
+    pristine, patched = vllm_roots(request.param)
+    path = str(checkpoint[0])
+    env = {"VLLM_PP_LAYER_PARTITION": ",".join(map(str, PARTITION))}
+
+    def stage(root, rank: int, size: int, port: int):
+        reads = tmp_path_factory.mktemp("reads")
+        return start(root, "loader_run.py", path, str(rank), str(size), str(port),
+                     env={**env, "PATCHSPEC_E2E_READS": str(reads)})
+
+    port = free_port()
+    stages = [stage(patched, rank, 2, port) for rank in range(2)]
+    singles = [stage(root, 0, 1, free_port()) for root in (pristine, patched)]
+    return {"stages": [result(p) for p in stages], "stock": result(singles[0]), "patched": result(singles[1])}
+
+
+def owned(rank: int) -> set[int]:
+    start = sum(PARTITION[:rank])
+    return set(range(start, start + PARTITION[rank]))
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_each_stage_yields_its_layers_and_the_shared_tensors_bit_identical(runs, checkpoint, rank):
+    expected = {n: v["digest"] for n, v in checkpoint[1].items() if n in SHARED or layer_of(n) in owned(rank)}
+    assert runs["stages"][rank]["tensors"] == expected
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_each_stage_reads_only_its_share(runs, checkpoint, rank):
+    sizes = {n: v["bytes"] for n, v in checkpoint[1].items()}
+    got = runs["stages"][rank]
+    assert sorted(got["read"]) == sorted(got["tensors"])
+    share = sum(sizes[n] for n in got["read"])
+    layer_bytes = sum(b for n, b in sizes.items() if layer_of(n) is not None)
+    shared_bytes = sum(sizes[n] for n in SHARED)
+    assert share == shared_bytes + layer_bytes * PARTITION[rank] // LAYERS
+    assert share < sum(sizes.values())
+
+
+def test_size_1_identical_to_unpatched(runs, checkpoint):
+    everything = {n: v["digest"] for n, v in checkpoint[1].items()}
+    assert runs["stock"]["tensors"] == everything
+    assert list(runs["patched"]["tensors"].items()) == list(runs["stock"]["tensors"].items())
+    assert sorted(runs["patched"]["read"]) == sorted(runs["stock"]["read"]) == sorted(everything)
