@@ -99,3 +99,20 @@ def test_worker_start_up_check_sits_before_the_hccl_world_check(gaudi_root):
     text = _compiled(root, release)["vllm_gaudi/v1/worker/hpu_worker.py"]
     body = text[text.index("def init_worker_distributed_environment"):]
     assert body.index("_pp.checked_world_without_hccl(") < body.index("torch.distributed.all_reduce(")
+
+
+def _tree(root) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_apply_then_unapply_restores_the_release(gaudi_root, copy_root):
+    """Applied: every vllm_gaudi file it touches compiles, ``check`` says applied; unapplied: byte for byte."""
+    root, release = copy_root(gaudi_root[0]), gaudi_root[1]
+    before = _tree(root)
+    result = ops.apply(str(SPEC), release, str(root), only={"vllm_gaudi"})
+    assert result.files == [RUNNER, "vllm_gaudi/v1/worker/hpu_worker.py"]
+    for rel in result.files:
+        compile((root / rel).read_text(), rel, "exec")
+    assert ops.check(str(SPEC), release, str(root), only={"vllm_gaudi"}).code == 0
+    ops.unapply(str(SPEC), str(root))
+    assert _tree(root) == before
