@@ -144,8 +144,8 @@ def tree_hash(root: Path) -> str:
 
 
 def test_cli_drift_json_exit_codes_and_nothing_written(vllm_release, tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("PATCHSPEC_CACHE", str(tmp_path / "cache"))  # cold, then warm from the cache
     root = small_root(tmp_path / "root", vllm_release("0.33.0"))
+    monkeypatch.setenv("PATCHSPEC_CACHE", str(tmp_path / "cache"))  # cold, then warm from the cache
     before = tree_hash(root)
     for _ in range(2):
         assert main(["drift", PROBE, "--root", str(root), "--json"]) == 2
@@ -335,6 +335,6 @@ def test_an_unwritable_cache_still_gives_the_report(vllm_release, tmp_path, monk
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "drift").write_text("a file where the cache directory should be")  # root ignores modes
-    monkeypatch.setenv("PATCHSPEC_CACHE", str(cache))
     root = small_root(tmp_path / "root", vllm_release("0.30.0"))
+    monkeypatch.setenv("PATCHSPEC_CACHE", str(cache))
     assert drift_report.drift(PROBE, str(root)).code == 0
