@@ -59,7 +59,8 @@ def _add_drift_verbs(verbs) -> None:
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--root", help="site-packages or source tree to check")
     where.add_argument("--pypi", metavar="NAME==VERSION", help="check that wheel from PyPI (cached)")
-    p.add_argument("--baseline", help="a root of the profiled release: report changed statement ranges")
+    p.add_argument("--baseline", help="a root of the profiled release, or pypi (its pinned wheels): report "
+                                      "changed statement ranges and where each anchor moved")
     p.add_argument("--no-cache", action="store_true", help="do not read or fill the drift cache")
     p = verbs.add_parser("matrix", help="drift class of every target and transform on several roots")
     _add_common(p, root=False)

@@ -71,10 +71,32 @@ def drift(spec_path: str, root_path: str, release: str = "auto", baseline: str |
     profile = profiles.load_profile(directory, release)
     spec = profiles.for_release(base, profile)
     read = _pristine_reader(root, staterec.load(root))
-    baseline_read = Root.open(baseline).read_text if baseline else None
+    baseline_read = _profile_baseline(profile) if baseline == PYPI_BASELINE else \
+        Root.open(baseline).read_text if baseline else None
     rows = driftmod.report(spec, read, root.has_package, profile.fingerprints(spec.name), baseline_read,
                            *((cached_file_drift, cached_obsolete_line) if use_cache else ()))
     return DriftResult(spec, release, note, rows)
+
+
+PYPI_BASELINE = "pypi"
+
+
+def _profile_baseline(profile: profiles.Profile):
+    """``--baseline pypi``: read each package pinned ``==X`` by the profile from that release on PyPI
+    (fetched once into the cache); the files of other packages have no baseline."""
+    roots = {}
+    for name, specifier in profile.packages.items():
+        pins = [s.version for s in specifier if s.operator == "=="]
+        if len(specifier) == 1 and pins:
+            roots[name] = Root.open(cache.pypi_root(f"{name}=={pins[0]}"))
+    if not roots:
+        raise PatchspecError(f"--baseline pypi: release {profile.release} pins no package to one version",
+                             file=profile.path)
+
+    def read(rel: str) -> str | None:
+        root = roots.get(rel.split("/", 1)[0])
+        return root.read_text(rel) if root else None
+    return read
 
 
 def pypi_drift(spec_path: str, requirement: str, release: str = "auto", baseline: str | None = None,

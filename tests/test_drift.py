@@ -338,3 +338,13 @@ def test_an_unwritable_cache_still_gives_the_report(vllm_release, tmp_path, monk
     root = small_root(tmp_path / "root", vllm_release("0.30.0"))
     monkeypatch.setenv("PATCHSPEC_CACHE", str(cache))
     assert drift_report.drift(PROBE, str(root)).code == 0
+
+
+def test_baseline_pypi_is_the_profiled_release_from_pypi(vllm_release, capsys):
+    explicit = drift_report.drift(PROBE, str(vllm_release("0.33.0")), baseline=str(vllm_release("0.30.0")),
+                                  use_cache=False)
+    pinned = drift_report.drift(PROBE, str(vllm_release("0.33.0")), baseline="pypi", use_cache=False)
+    assert [r.to_dict() for r in pinned.rows] == [r.to_dict() for r in explicit.rows]
+    assert main(["drift", PROBE, "--pypi", "vllm==0.24.0", "--release", "v0.26.0", "--baseline", "pypi",
+                 "--no-cache"]) == 1
+    assert "moved from line 471" in capsys.readouterr().out.splitlines()[0]
