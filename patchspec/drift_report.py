@@ -71,9 +71,8 @@ def drift(spec_path: str, root_path: str, release: str = "auto", baseline: str |
     profile = profiles.load_profile(directory, release)
     spec = profiles.for_release(base, profile)
     read = _pristine_reader(root, staterec.load(root))
-    baseline_read = _profile_baseline(profile) if baseline == PYPI_BASELINE else \
-        Root.open(baseline).read_text if baseline else None
-    rows = driftmod.report(spec, read, root.has_package, profile.fingerprints(spec.name), baseline_read,
+    rows = driftmod.report(spec, read, root.has_package, profile.fingerprints(spec.name),
+                           _baseline_reader(baseline, profile),
                            *((cached_file_drift, cached_obsolete_line) if use_cache else ()))
     return DriftResult(spec, release, note, rows)
 
@@ -81,9 +80,11 @@ def drift(spec_path: str, root_path: str, release: str = "auto", baseline: str |
 PYPI_BASELINE = "pypi"
 
 
-def _profile_baseline(profile: profiles.Profile):
-    """``--baseline pypi``: read each package pinned ``==X`` by the profile from that release on PyPI
-    (fetched once into the cache); the files of other packages have no baseline."""
+def _baseline_reader(baseline: str | None, profile: profiles.Profile):
+    """A root's ``read_text``; for ``pypi``, each package the profile pins ``==X`` read from that wheel
+    (fetched once into the cache), the files of other packages having no baseline."""
+    if baseline != PYPI_BASELINE:
+        return Root.open(baseline).read_text if baseline else None
     roots = {}
     for name, specifier in profile.packages.items():
         pins = [s.version for s in specifier if s.operator == "=="]
