@@ -31,9 +31,10 @@ RULES = {"index_topk": _index_topk_shared, "indexer_types": _indexer_types_share
 
 
 def refuse_split_shared_state(model_config, parallel_config, families: dict[str, str]) -> None:
-    """Raise ValueError when a stage of this text-only model would start on a state-reusing layer.
+    """Refuse a partition where a stage of this text-only model would start on a state-reusing layer.
 
-    ``families`` maps a config ``model_type`` to the name of its rule in ``RULES``."""
+    ``families`` maps a config ``model_type`` to the name of its rule in ``RULES``. NotImplementedError,
+    like vLLM's own check beside the call: pydantic would wrap a ValueError into a many-line report."""
     pp = parallel_config.pipeline_parallel_size
     config = model_config.hf_text_config
     rule = families.get(getattr(config, "model_type", None))
@@ -49,7 +50,7 @@ def refuse_split_shared_state(model_config, parallel_config, families: dict[str,
             partition = valid_partition(num_layers, pp, lambda layer: shared(config, layer))
             fix = ("no partition avoids it" if partition is None
                    else "use VLLM_PP_LAYER_PARTITION=" + ",".join(map(str, partition)))
-            raise ValueError(f"pipeline stage {rank} would start on layer {start} of {config.model_type}, "
+            raise NotImplementedError(f"pipeline stage {rank} would start on layer {start} of {config.model_type}, "
                              f"which reuses state ({rule}) from an earlier layer: {fix}")
 
 
