@@ -33,6 +33,11 @@ def tokens(node: cst.CSTNode) -> Iterator[str]:
     if isinstance(node, LITERALS):
         yield repr(ast.literal_eval(node.value))
         return
+    if isinstance(node, cst.FormattedString):  # its quotes are layout, its prefix is not
+        yield node.prefix
+        for part in node.parts:
+            yield from tokens(part)
+        return
     if getattr(node, "asynchronous", None) is not None:  # a layout field to patterns, meaning here
         yield "async"
     for name, value in semantic_fields(node):

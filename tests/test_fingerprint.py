@@ -22,7 +22,7 @@ class Runner:
             if item.size > budget:
                 continue
             total += item.size * 2
-        return total, 'done'
+        return total, 'done', f'{total:>{budget}}'
 '''
 
 
@@ -40,11 +40,14 @@ def fp(text: str, qualname: str = "Runner.step") -> str:
     BASE.replace("item.size * 2", "(item.size*2)").replace("'done'", '"done"'),
     BASE.replace("def step(self, batch, *, budget=8):", "def step(\n        self,\n        batch,\n        *,\n"
                  "        budget = 8,\n    ):"),
-    BASE.replace("return total, 'done'", "return (\n            total,\n            'done',\n        )"),
+    BASE.replace("return total, 'done', f", "return (\n            total,\n            'done',\n            f").replace(
+        "{budget}}'\n", "{budget}}',\n        )\n"),
     BASE.replace("    ", "  "),
     BASE.replace("budget=8", "budget=0x8"),
+    BASE.replace("f'{total:>{budget}}'", 'F"{total:>{budget}}"'),
 ])
 def test_layout_leaves_the_fingerprint(variant):
+    assert variant != BASE
     assert fp(variant) == fp(BASE)
 
 
@@ -54,12 +57,15 @@ def test_layout_leaves_the_fingerprint(variant):
     ("'done'", "'Done'"),
     ("continue", "break"),
     ("budget=8", "budget=9"),
+    ("f'{total:>{budget}}'", "f'{total:<{budget}}'"),
+    ("f'{total:>{budget}}'", "rf'{total:>{budget}}'"),
     ("def step", "async def step"),
     ("for item in batch", "async for item in batch"),
     ("@staticmethod", "@classmethod"),
     ("total += item.size * 2", "total += item.size * 2\n            total -= 1"),
 ])
 def test_meaning_moves_the_fingerprint(old, new):
+    assert BASE.count(old) == 1
     assert fp(BASE.replace(old, new)) != fp(BASE)
 
 
