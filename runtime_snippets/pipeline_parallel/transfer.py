@@ -92,7 +92,10 @@ class StageTransfer:
     """Sends to the next pipeline stage and receives from the previous one; see the module docstring.
 
     ``pp_group`` and ``tp_group`` are vLLM ``GroupCoordinator`` objects or torch process groups
-    (``tp_group=None``: no tensor parallelism).
+    (``tp_group=None``: no tensor parallelism). ``device``: where ``recv`` returns tensors;
+    ``wait_device``: called before ``recv`` returns when that is not the CPU. ``timeout_s``,
+    ``split_bytes`` and ``stats_every`` override ``VLLM_HPU_PP_TIMEOUT_S``, ``VLLM_HPU_PP_SPLIT_BYTES``
+    and ``VLLM_HPU_PP_STATS_EVERY``.
     """
 
     def __init__(self, pp_group, tp_group=None, *, device: torch.device | str = "cpu",
