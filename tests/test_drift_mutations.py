@@ -90,9 +90,12 @@ def test_comments_and_docstrings_alone_are_unchanged(mutate):
     assert rows["request-counts#0"].changes == []
 
 
+QUOTES = {"'": '"', '"': "'"}
+
+
 class Relayout(cst.CSTTransformer):
-    """Only layout: two-space indents, no comments or blank lines, swapped quotes, parenthesized
-    returns, wide operators. The module's ``ast`` stays the same."""
+    """Only layout: two-space indents, no comments or blank lines, swapped quotes (f-strings too),
+    parenthesized returns, wide operators. The module's ``ast`` stays the same."""
 
     def leave_Module(self, original, updated):
         return updated.with_changes(default_indent="  ")
@@ -108,8 +111,15 @@ class Relayout(cst.CSTTransformer):
 
     def leave_SimpleString(self, original, updated):
         value = updated.value
-        if value[:1] in "'\"" and value[:3] not in ("'''", '"""') and not set(value[1:-1]) & set("'\"\\"):
-            return updated.with_changes(value={"'": '"', '"': "'"}[value[0]] + value[1:-1] + {"'": '"', '"': "'"}[value[0]])
+        if value[:1] in QUOTES and value[:3] not in ("'''", '"""') and not set(value[1:-1]) & set("'\"\\"):
+            return updated.with_changes(value=QUOTES[value[0]] + value[1:-1] + QUOTES[value[0]])
+        return updated
+
+    def leave_FormattedString(self, original, updated):
+        code = cst.Module(body=[]).code_for_node(updated)
+        inner = code[len(updated.start):-len(updated.end)]
+        if updated.end in QUOTES and not set(inner) & set("'\"\\"):
+            return updated.with_changes(start=updated.start[:-1] + QUOTES[updated.end], end=QUOTES[updated.end])
         return updated
 
     def leave_Return(self, original, updated):
