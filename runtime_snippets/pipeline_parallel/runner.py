@@ -13,6 +13,7 @@ code anchored after it runs on the last stage only.
 """
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass
 
@@ -165,12 +166,11 @@ def _forward(runner, mark_step, token_ids, position_ids, attn_metadata, logits_i
 def skip_on_non_last_stage(fn):
     """For ``wrap``: a method that computes logits (``warmup_sampler``) does nothing on a non-last stage,
     whose model has no LM head."""
+    @functools.wraps(fn)
     def wrapper(runner, *args, **kwargs):
         found = stage(runner)
         if found is not None and not found.is_last:
             logger.debug("%s skipped: not the last pipeline stage", fn.__name__)
             return None
         return fn(runner, *args, **kwargs)
-    wrapper.__wrapped__ = fn
-    wrapper.__name__ = fn.__name__
     return wrapper
