@@ -1,8 +1,6 @@
 """Transfer counters, logged every ``VLLM_HPU_PP_STATS_EVERY`` messages by tensor-parallel rank 0."""
 from __future__ import annotations
 
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass, fields
 
 
@@ -11,17 +9,9 @@ class TransferStats:
     messages: int = 0
     bytes: int = 0
     split_messages: int = 0
-    send_s: float = 0.0
-    recv_s: float = 0.0
-    gather_s: float = 0.0
-
-    @contextmanager
-    def timing(self, field: str):
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            setattr(self, field, getattr(self, field) + time.perf_counter() - start)
+    send_s: float = 0.0  # in isend and in waiting for sends
+    recv_s: float = 0.0  # in recv, all-gathers included
+    gather_s: float = 0.0  # waiting for all-gathers, after the last round arrived
 
     def count(self, nbytes: int, split: bool) -> None:
         self.messages += 1

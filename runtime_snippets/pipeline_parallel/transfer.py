@@ -30,7 +30,8 @@ buffer is reused afterwards.
 from __future__ import annotations
 
 from collections import deque
-from contextlib import contextmanager
+import functools
+import time
 from datetime import timedelta
 from typing import Callable
 
@@ -74,6 +75,20 @@ class _Ring:
         return buf[:nbytes]
 
 
+def _stops_on_error(method):
+    """Refuse to run after a desync or a lost peer, and remember the first such error."""
+    @functools.wraps(method)
+    def guarded(self: StageTransfer, *args):
+        if self._broken is not None:
+            raise type(self._broken)(f"pipeline transfer stopped by an earlier error: {self._broken}")
+        try:
+            return method(self, *args)
+        except (PipelineDesyncError, PipelinePeerError) as e:
+            self._broken = e
+            raise
+    return guarded
+
+
 class SendHandle:
     """A message in flight; ``wait()`` returns once gloo has sent it, and may be called again."""
 
@@ -83,9 +98,8 @@ class SendHandle:
 
     def wait(self) -> None:
         works, self._works = self._works, []
-        with self._transfer._guard(), self._transfer.stats.timing("send_s"):
-            for work in works:
-                self._transfer._wait(work, f"send to rank {self._transfer._peer(+1)}")
+        if works:
+            self._transfer._finish_send(works)
 
 
 class StageTransfer:
@@ -116,6 +130,8 @@ class StageTransfer:
         self._received = _Ring()
         self._gathered = _Ring()
         self._pending: deque[SendHandle] = deque()
+        self._next_rank = self._pp.ranks[self._pp.next_in_group]  # global ranks, for messages
+        self._prev_rank = self._pp.ranks[self._pp.prev_in_group]
         self._broken: Exception | None = None
         self.stats = TransferStats()
 
@@ -130,49 +146,57 @@ class StageTransfer:
     def send(self, tensors: dict[str, torch.Tensor], num_tokens: int) -> None:
         self.isend(tensors, num_tokens).wait()
 
+    @_stops_on_error
     def isend(self, tensors: dict[str, torch.Tensor], num_tokens: int) -> SendHandle:
         """Queue ``tensors`` for the next stage; they are copied before this returns, so may be reused."""
-        with self._guard(), self.stats.timing("send_s"):
-            layout, seq = plan(tensors, num_tokens, self._tp_size, self._split_bytes), self._send_seq
-            if len(self._pending) == _DEPTH:
-                self._pending.popleft().wait()
-            buf = self._staging.take(layout.message_bytes)
-            buf[:HEADER_BYTES].view(torch.int64).numpy()[:] = layout.header_words(seq)
-            part = self._tp_rank if layout.parts > 1 else 0
-            works, begin, pos = [], 0, HEADER_BYTES
-            for i, rnd in enumerate(layout.rounds):
-                start = rnd.start + part * rnd.slice_bytes
-                self._pack(buf[pos:pos + rnd.slice_bytes], tensors, layout, start)
-                pos += rnd.slice_bytes + TRAILER_BYTES
-                buf[pos - TRAILER_BYTES:pos].view(torch.int64).numpy()[:] = layout.trailer(seq, i)
-                works.append(dist.isend(buf[begin:pos], group=self._pp.cpu_group, group_dst=self._pp.next_in_group,
-                                        tag=TAG))
-                begin = pos
-            handle = SendHandle(self, works)
-            self._pending.append(handle)
-            self._send_seq += 1
+        start_s = time.perf_counter()
+        layout, seq = plan(tensors, num_tokens, self._tp_size, self._split_bytes), self._send_seq
+        if len(self._pending) == _DEPTH:
+            self._pending.popleft().wait()
+        buf = self._staging.take(layout.message_bytes)
+        layout.write_header(buf[:HEADER_BYTES].view(torch.int64).numpy(), seq)
+        part = self._tp_rank if layout.parts > 1 else 0
+        works, begin, pos = [], 0, HEADER_BYTES
+        for i, rnd in enumerate(layout.rounds):
+            self._pack(buf[pos:pos + rnd.slice_bytes], tensors, layout, rnd.start + part * rnd.slice_bytes)
+            pos += rnd.slice_bytes + TRAILER_BYTES
+            buf[pos - TRAILER_BYTES:pos].view(torch.int64).numpy()[:] = layout.trailer(seq, i)
+            works.append(dist.isend(buf[begin:pos], group=self._pp.cpu_group, group_dst=self._pp.next_in_group,
+                                    tag=TAG))
+            begin = pos
+        handle = SendHandle(self, works)
+        self._pending.append(handle)
+        self._send_seq += 1
+        self.stats.send_s += time.perf_counter() - start_s
         self._count(layout)
         return handle
 
+    @_stops_on_error
+    def _finish_send(self, works: list[dist.Work]) -> None:
+        start_s = time.perf_counter()
+        for work in works:
+            self._wait(work, f"send to rank {self._next_rank}")
+        self.stats.send_s += time.perf_counter() - start_s
+
+    @_stops_on_error
     def recv(self, num_tokens: int) -> dict[str, torch.Tensor]:
         """The previous stage's tensors of the next forward, whose padded batch is ``num_tokens``."""
-        with self._guard():
-            buf = self._received.take(self._max_bytes)
-            with self.stats.timing("recv_s"):
-                self._recv_into(buf)
-                seq, layout = decode(buf[:HEADER_BYTES].view(torch.int64).tolist(), self._max_bytes)
-                self._expect(seq, layout, num_tokens)
-                if layout.parts == 1:
-                    payload = self._round_body(buf, HEADER_BYTES, seq, layout, 0)
-            if layout.parts > 1:
-                payload = self._recv_split(buf, seq, layout)
-            if self._device.type != "cpu":
-                payload = payload.to(self._device, non_blocking=True)
-            tensors = {s.key: payload[s.offset:s.offset + s.nbytes].view(s.dtype).view(s.shape)
-                       for s in layout.specs}
-            if self._wait_device is not None:
-                self._wait_device()
-            self._recv_seq += 1
+        start_s = time.perf_counter()
+        buf = self._received.take(self._max_bytes)
+        self._recv_into(buf)
+        seq, layout = decode(buf[:HEADER_BYTES].view(torch.int64).tolist(), self._max_bytes)
+        self._expect(seq, layout, num_tokens)
+        if layout.parts == 1:
+            payload = self._round_body(buf, HEADER_BYTES, seq, layout, 0)
+        else:
+            payload = self._recv_split(buf, seq, layout)
+        if self._device.type != "cpu":
+            payload = payload.to(self._device, non_blocking=True)
+        tensors = {s.key: payload[s.offset:s.offset + s.nbytes].view(s.dtype).view(s.shape) for s in layout.specs}
+        if self._wait_device is not None:
+            self._wait_device()
+        self._recv_seq += 1
+        self.stats.recv_s += time.perf_counter() - start_s
         self._count(layout)
         return tensors
 
@@ -181,20 +205,20 @@ class StageTransfer:
         out = self._gather_buffer(layout)
         gathers, pos = [], HEADER_BYTES
         for i, rnd in enumerate(layout.rounds):
-            with self.stats.timing("recv_s"):
-                if i:
-                    self._recv_into(buf[pos:])
-                body = self._round_body(buf, pos, seq, layout, i)
+            if i:
+                self._recv_into(buf[pos:])
+            body = self._round_body(buf, pos, seq, layout, i)
             gathers.append(self._gather(out[rnd.start:rnd.start + layout.parts * rnd.slice_bytes], body))
             pos += rnd.slice_bytes + TRAILER_BYTES
-        with self.stats.timing("gather_s"):
-            for work in gathers:
-                self._wait(work, f"all-gather over tensor-parallel ranks {list(self._tp.ranks)}")
+        start_s = time.perf_counter()
+        for work in gathers:
+            self._wait(work, f"all-gather over tensor-parallel ranks {list(self._tp.ranks)}")
+        self.stats.gather_s += time.perf_counter() - start_s
         return out[:layout.payload_bytes]
 
     def _recv_into(self, buf: torch.Tensor) -> None:
         self._wait(dist.irecv(buf, group=self._pp.cpu_group, group_src=self._pp.prev_in_group, tag=TAG),
-                   f"receive from rank {self._peer(-1)}")
+                   f"receive from rank {self._prev_rank}")
 
     def _round_body(self, buf: torch.Tensor, pos: int, seq: int, layout: Layout, round_index: int) -> torch.Tensor:
         """The slice of a round that starts at ``pos``, once the trailer after it proves it complete."""
@@ -212,7 +236,7 @@ class StageTransfer:
                                     ("token count (padded batch)", num_tokens, layout.num_tokens)):
             if expected != got:
                 raise PipelineDesyncError(
-                    f"pipeline transfer: {what} from rank {self._peer(-1)}: expected {expected}, got {got}")
+                    f"pipeline transfer: {what} from rank {self._prev_rank}: expected {expected}, got {got}")
         if layout.parts not in (1, self._tp_size):
             raise PipelineDesyncError(f"pipeline transfer: message split in {layout.parts} parts, "
                                       f"expected 1 or the tensor-parallel size {self._tp_size}")
@@ -246,19 +270,6 @@ class StageTransfer:
             raise PipelinePeerError(f"pipeline transfer: {what} failed or timed out "
                                     f"({self._timeout.total_seconds():g} s, VLLM_HPU_PP_TIMEOUT_S): {e}") from e
 
-    @contextmanager
-    def _guard(self):
-        """Refuse to run after a desync or a lost peer, and remember the first such error."""
-        if self._broken is not None:
-            raise type(self._broken)(f"pipeline transfer stopped by an earlier error: {self._broken}")
-        try:
-            yield
-        except (PipelineDesyncError, PipelinePeerError) as e:
-            self._broken = e
-            raise
-
-    def _peer(self, step: int) -> int:
-        return self._pp.ranks[(self._pp.rank_in_group + step) % self._pp.world_size]
 
     def _count(self, layout: Layout) -> None:
         self.stats.count(layout.message_bytes, layout.parts > 1)

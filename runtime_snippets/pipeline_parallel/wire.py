@@ -19,9 +19,10 @@ decoder raise :class:`PipelineDesyncError` and nothing else.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
+import numpy as np
 import torch
 
 from .errors import PipelineDesyncError
@@ -78,11 +79,12 @@ class Layout:
     rounds: tuple[Round, ...]
     message_bytes: int  # all one rank sends: the header and every round's slice and trailer
     gathered_bytes: int  # the all-gathered size: the payload and the padding of the last round's slices
+    header: np.ndarray = field(compare=False, repr=False)  # ``words`` as int64
 
-    def header_words(self, seq: int) -> list[int]:
-        words = list(self.words)
-        words[_SEQ] = seq
-        return words
+    def write_header(self, out: np.ndarray, seq: int) -> None:
+        """The header of message ``seq`` into ``out`` (64 int64)."""
+        out[:] = self.header
+        out[_SEQ] = seq
 
     def trailer(self, seq: int, round_index: int) -> list[int]:
         return [MAGIC, seq, self.words[_CHECKSUM], round_index]
@@ -131,7 +133,7 @@ def _layout(specs: tuple[TensorSpec, ...], payload_bytes: int, num_tokens: int, 
                        for start in range(0, max(payload_bytes, 1), step))
     return Layout(num_tokens, parts, specs, payload_bytes, words, rounds,
                   HEADER_BYTES + sum(r.slice_bytes + TRAILER_BYTES for r in rounds),
-                  rounds[-1].start + parts * rounds[-1].slice_bytes)
+                  rounds[-1].start + parts * rounds[-1].slice_bytes, np.array(words, dtype=np.int64))
 
 
 def plan(tensors: dict[str, torch.Tensor], num_tokens: int, split_parts: int, split_bytes: int) -> Layout:

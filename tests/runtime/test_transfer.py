@@ -16,6 +16,7 @@ import time
 import traceback
 from datetime import timedelta
 
+import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
@@ -176,7 +177,7 @@ def _message(tensors: dict[str, torch.Tensor], num_tokens: int, seq: int) -> tor
     """A whole message built by hand from the wire format, for the sender that breaks the rules."""
     layout = wire.plan(tensors, num_tokens, split_parts=1, split_bytes=1 << 62)
     msg = torch.zeros(layout.message_bytes, dtype=torch.uint8)
-    msg[:wire.HEADER_BYTES].view(torch.int64).copy_(torch.tensor(layout.header_words(seq)))
+    layout.write_header(msg[:wire.HEADER_BYTES].view(torch.int64).numpy(), seq)
     for spec, t in zip(layout.specs, tensors.values()):
         start = wire.HEADER_BYTES + spec.offset
         msg[start:start + spec.nbytes].copy_(t.reshape(-1).view(torch.uint8))
@@ -293,7 +294,9 @@ def test_killed_peer_raises_within_timeout(tp2):
 @functools.cache
 def _valid_words(i: int) -> tuple[int, ...]:
     num_tokens, tensors = _case(i)
-    return tuple(wire.plan(tensors, num_tokens, split_parts=2, split_bytes=1 << 20).header_words(seq=i))
+    words = np.zeros(wire.HEADER_WORDS, dtype=np.int64)
+    wire.plan(tensors, num_tokens, split_parts=2, split_bytes=1 << 20).write_header(words, seq=i)
+    return tuple(words.tolist())
 
 
 _HEADERS = st.integers(0, len(CASES) - 1).map(lambda i: list(_valid_words(i)))
