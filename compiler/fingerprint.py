@@ -29,6 +29,9 @@ BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 def tokens(node: cst.CSTNode) -> Iterator[str]:
     """The node's meaning as a flat token stream: node types, names, operators, normalized literals."""
+    if isinstance(node, cst.BaseSuite):  # an indented block or a one-line body: the same statements
+        yield from _sequence(_small_statements(node.body))
+        return
     yield type(node).__name__
     if isinstance(node, LITERALS):
         yield repr(ast.literal_eval(node.value))
@@ -42,22 +45,33 @@ def tokens(node: cst.CSTNode) -> Iterator[str]:
         yield "async"
     for name, value in semantic_fields(node):
         if name == "body" and isinstance(node, cst.FunctionDef | cst.ClassDef):
-            value = _without_docstring(value.body)
+            yield from _sequence(_without_docstring(_small_statements(value.body)))
+            continue
         if isinstance(value, cst.CSTNode):
             yield from tokens(value)
         elif isinstance(value, tuple | list):
-            yield f"[{len(value)}"
-            for item in value:
-                yield from tokens(item)
+            yield from _sequence(value)
         else:
             yield repr(value)
 
 
-def _without_docstring(body):
+def _sequence(items) -> Iterator[str]:
+    yield f"[{len(items)}"
+    for item in items:
+        yield from tokens(item)
+
+
+def _small_statements(body) -> list[cst.CSTNode]:
+    """Statements with every ``a; b`` line split, as a formatter splits them."""
+    out: list[cst.CSTNode] = []
+    for stmt in body:
+        out += stmt.body if isinstance(stmt, cst.SimpleStatementLine) else [stmt]
+    return out
+
+
+def _without_docstring(body: list[cst.CSTNode]) -> list[cst.CSTNode]:
     first = body[0] if body else None
-    if (isinstance(first, cst.SimpleStatementLine) and len(first.body) == 1
-            and isinstance(first.body[0], cst.Expr)
-            and isinstance(first.body[0].value, cst.SimpleString | cst.ConcatenatedString)):
+    if isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString | cst.ConcatenatedString):
         return body[1:]
     return body
 

@@ -283,7 +283,7 @@ def test_profile_new_replacing_a_profile_keeps_pins_and_other_specs(vllm_release
     assert "vllm: '>=0.30.0,<0.31'" in profile.text  # the pin as written, not re-ordered
     assert list(profile.specs) == ["other-spec", "drift-probe"]
     assert profile.fingerprints("other-spec") == {"x": "0123456789abcdef"}
-    assert profile.fingerprints("drift-probe")["schedule"] == "b93a435eb651e096"
+    assert profile.fingerprints("drift-probe")["schedule"] == "51a7f035ea554513"
 
 
 REAL_SPEC = str(Path(__file__).resolve().parent.parent / "specs" / "pipeline-parallel.yaml")

@@ -45,6 +45,8 @@ def fp(text: str, qualname: str = "Runner.step") -> str:
     BASE.replace("    ", "  "),
     BASE.replace("budget=8", "budget=0x8"),
     BASE.replace("f'{total:>{budget}}'", 'F"{total:>{budget}}"'),
+    # one-line bodies and semicolons, as a formatter splits them
+    BASE.replace("if item.size > budget:\n                continue", "if item.size > budget: continue"),
 ])
 def test_layout_leaves_the_fingerprint(variant):
     assert variant != BASE
@@ -67,6 +69,14 @@ def test_layout_leaves_the_fingerprint(variant):
 def test_meaning_moves_the_fingerprint(old, new):
     assert BASE.count(old) == 1
     assert fp(BASE.replace(old, new)) != fp(BASE)
+
+
+def test_semicolons_and_one_line_bodies_are_layout():
+    """A formatter splits ``a; b`` and ``if x: return y`` into lines."""
+    joined = 'def f(x):\n    """Doc."""; y = 1; z = 2\n    if x: return y\n    return z\n'
+    split = "def f(x):\n    y = 1\n    z = 2\n    if x:\n        return y\n    return z\n"
+    assert fp(joined, "f") == fp(split, "f")
+    assert fp(joined.replace("z = 2", "z = 3"), "f") != fp(split, "f")
 
 
 def test_a_class_fingerprint_covers_its_own_level_only():
