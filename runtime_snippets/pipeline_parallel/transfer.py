@@ -78,11 +78,11 @@ class _Ring:
 def _stops_on_error(method):
     """Refuse to run after a desync or a lost peer, and remember the first such error."""
     @functools.wraps(method)
-    def guarded(self: StageTransfer, *args):
+    def guarded(self: StageTransfer, *args, **kwargs):
         if self._broken is not None:
             raise type(self._broken)(f"pipeline transfer stopped by an earlier error: {self._broken}")
         try:
-            return method(self, *args)
+            return method(self, *args, **kwargs)
         except (PipelineDesyncError, PipelinePeerError) as e:
             self._broken = e
             raise
@@ -90,7 +90,8 @@ def _stops_on_error(method):
 
 
 class SendHandle:
-    """A message in flight; ``wait()`` returns once gloo has sent it, and may be called again."""
+    """A message in flight; ``wait()`` returns once gloo has sent it, and may be called again. A handle
+    nobody waits for is waited for by the ``isend`` two messages later (its buffer is reused then)."""
 
     def __init__(self, transfer: StageTransfer, works: list[dist.Work]):
         self._transfer = transfer
