@@ -348,3 +348,13 @@ def test_baseline_pypi_is_the_profiled_release_from_pypi(vllm_release, capsys):
     assert main(["drift", PROBE, "--pypi", "vllm==0.24.0", "--release", "v0.26.0", "--baseline", "pypi",
                  "--no-cache"]) == 1
     assert "moved from line 471" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_compile_prints_the_plan_then_the_drift_report(vllm_release, capsys):
+    assert main(["compile", PROBE, "--root", str(vllm_release("0.30.0"))]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("would apply: drift-probe schedule#0 loop_guard Scheduler.schedule at ")
+    assert out[len(ALL)].startswith("unchanged: schedule#0 loop_guard")
+    assert out[-1].endswith("8 unchanged; exit 0")
+    assert main(["compile", PROBE, "--root", str(vllm_release("0.30.0")), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["drift"]["code"] == 0
