@@ -49,7 +49,11 @@ def owned_layers() -> tuple[int, int, int] | None:
     from vllm.distributed import parallel_state
 
     config = get_current_vllm_config_or_none()
-    if config is None or config.parallel_config.pipeline_parallel_size == 1:
+    if config is None:
+        if parallel_state.model_parallel_is_initialized() and parallel_state.get_pp_group().world_size > 1:
+            return _load_everything("no vLLM config is current while the weights load")
+        return None
+    if config.parallel_config.pipeline_parallel_size == 1:
         return None
     if not parallel_state.model_parallel_is_initialized():
         return _load_everything("the pipeline-parallel group is not initialized")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 
 def running_cap(scheduler) -> int | None:
-    """Running requests one step may schedule, or None for no cap (size 1, or async scheduling,
-    where the worker side already spaces a request's decodes ``pp`` steps apart)."""
+    """Running requests one step may schedule, or None for no cap (size 1, or async scheduling, whose
+    AsyncScheduler already spaces a request's decodes ``pp`` steps apart)."""
     pp = scheduler.parallel_config.pipeline_parallel_size
     if pp == 1 or scheduler.scheduler_config.async_scheduling:
         return None

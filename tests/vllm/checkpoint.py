@@ -45,8 +45,9 @@ def write(out: Path, layers: int, hidden: int, shards: int, seed: int = 0) -> di
             dims = [sizes[d] for d in shape]
             tensors[f"model.layers.{layer}.{name}"] = torch.randn(*dims, generator=gen)
     names = list(tensors)
+    per_shard = -(-len(names) // shards)  # consecutive tensors per shard, as checkpoints are saved
     for k in range(shards):
-        part = {n: tensors[n] for n in names[k::shards]}
+        part = {n: tensors[n] for n in names[k * per_shard:(k + 1) * per_shard]}
         save_file(part, str(out / f"model-{k + 1:05d}-of-{shards:05d}.safetensors"))
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden,
               "intermediate_size": 4 * hidden, "num_attention_heads": 4, "num_key_value_heads": 4,

@@ -1,15 +1,11 @@
 """vLLM 0.26.0 and 0.30.0 sources, pristine and with the spec's vLLM targets applied."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
-from patchspec import ops
-
-REPO = Path(__file__).resolve().parents[2]
-SPEC = REPO / "specs" / "pipeline-parallel.yaml"
+from vllm_runs import release_roots
 
 
 @pytest.fixture(scope="session")
@@ -20,10 +16,6 @@ def vllm_roots(vllm_release, tmp_path_factory):
     def roots(version: str) -> tuple[Path, Path]:
         if version not in made:
             base = tmp_path_factory.mktemp(f"vllm-{version}")
-            ignore = shutil.ignore_patterns(".complete")
-            pristine = shutil.copytree(vllm_release(version), base / "pristine", ignore=ignore)
-            patched = shutil.copytree(pristine, base / "patched")
-            ops.apply(str(SPEC), f"v{version}", str(patched), only={"vllm"})
-            made[version] = (pristine, patched)
+            made[version] = release_roots(vllm_release(version), version, base)
         return made[version]
     return roots

@@ -4,22 +4,15 @@ bit for bit; at size 1 nothing changes."""
 from __future__ import annotations
 
 import re
-import socket
 
 import pytest
 
 from checkpoint import write
-from vllm_runs import RELEASES, result, start
+from vllm_runs import RELEASES, result, start_stages
 
 LAYERS = 6
 PARTITION = (4, 2)  # not the default 3,3: the variable must be honoured
 SHARED = {"model.embed_tokens.weight", "model.norm.weight"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def layer_of(name: str) -> int | None:
@@ -37,17 +30,11 @@ def checkpoint(tmp_path_factory):
 def runs(request, vllm_roots, checkpoint, tmp_path_factory):
     """Per release: ``{"stages": [rank 0, rank 1] patched at size 2, "stock": size 1, "patched": size 1}``."""
     pristine, patched = vllm_roots(request.param)
-    path = str(checkpoint[0])
     env = {"VLLM_PP_LAYER_PARTITION": ",".join(map(str, PARTITION))}
-
-    def stage(root, rank: int, size: int, port: int):
-        reads = tmp_path_factory.mktemp("reads")
-        return start(root, "loader_run.py", path, str(rank), str(size), str(port),
-                     env={**env, "PATCHSPEC_E2E_READS": str(reads)})
-
-    port = free_port()
-    stages = [stage(patched, rank, 2, port) for rank in range(2)]
-    singles = [stage(root, 0, 1, free_port()) for root in (pristine, patched)]
+    reads = tmp_path_factory.mktemp("reads")
+    stages = start_stages(patched, checkpoint[0], 2, reads / "stages", env)
+    singles = [start_stages(root, checkpoint[0], 1, reads / name, env)[0]
+               for name, root in (("stock", pristine), ("patched", patched))]
     return {"stages": [result(p) for p in stages], "stock": result(singles[0]), "patched": result(singles[1])}
 
 

@@ -7,14 +7,29 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+from patchspec import ops
+
 HERE = Path(__file__).resolve().parent
+SPEC = HERE.parents[1] / "specs" / "pipeline-parallel.yaml"
 READS = HERE.parent / "e2e" / "reads"
 RELEASES = ["0.26.0", "0.30.0"]
 RUN_TIMEOUT_S = 600
+
+
+def release_roots(release: Path, version: str, base: Path) -> tuple[Path, Path]:
+    """Writable ``(pristine, patched)`` copies of a cached release root under ``base``; the patched one
+    has the spec's vLLM targets applied."""
+    ignore = shutil.ignore_patterns(".complete")
+    pristine = shutil.copytree(release, base / "pristine", ignore=ignore)
+    patched = shutil.copytree(pristine, base / "patched")
+    ops.apply(str(SPEC), f"v{version}", str(patched), only={"vllm"})
+    return pristine, patched
 
 
 def start(root: Path, script: str, *args: str, env: dict | None = None) -> subprocess.Popen:
@@ -27,6 +42,24 @@ def start(root: Path, script: str, *args: str, env: dict | None = None) -> subpr
             "VLLM_LOGGING_LEVEL": "WARNING", **(env or {})}
     return subprocess.Popen([sys.executable, str(HERE / script), *args], env=full, cwd=str(HERE),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_stages(root: Path, checkpoint: Path, size: int, reads: Path, env: dict | None = None) -> list:
+    """The ``size`` stages of ``loader_run.py`` on one gloo world; stage k notes its reads in reads/k."""
+    port = str(free_port())
+    procs = []
+    for rank in range(size):
+        notes = reads / str(rank)
+        notes.mkdir(parents=True)
+        procs.append(start(root, "loader_run.py", str(checkpoint), str(rank), str(size), port,
+                           env={**(env or {}), "PATCHSPEC_E2E_READS": str(notes)}))
+    return procs
 
 
 def result(proc: subprocess.Popen):
