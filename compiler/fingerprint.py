@@ -150,7 +150,8 @@ def _blocks(node: ast.AST) -> Iterator[list]:
 
 def _ast_without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
     first = body[0]
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) \
+            and isinstance(first.value.value, str):
         return body[1:]
     return body
 

@@ -295,8 +295,8 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     if path.exists():
         replaced = _plain(yamlloc.load(path.read_text(), str(path)))
         pins = replaced["packages"]
-        specs_out = {**{name: specs_out.get(name, section) for name, section in (replaced.get("specs") or {}).items()},
-                     **specs_out}
+        kept = replaced.get("specs") or {}
+        specs_out = {**{name: specs_out.get(name, section) for name, section in kept.items()}, **specs_out}
     else:
         pins = {name: f"=={versions[name]}" for name in sorted(packages) if name in versions}
     if not pins:

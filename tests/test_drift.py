@@ -129,7 +129,8 @@ def test_obsolete_when_the_fix_is_upstream(vllm_release):
 ])
 def test_obsolete_line(vllm_release, contains, line):
     text = (vllm_release("0.33.0") / "vllm/v1/core/sched/scheduler.py").read_text()
-    cond = ObsoleteWhen("vllm/v1/core/sched/scheduler.py", "Scheduler.get_request_counts", contains, Loc(PROBE, 1, 1))
+    cond = ObsoleteWhen("vllm/v1/core/sched/scheduler.py", "Scheduler.get_request_counts", contains,
+                        Loc(PROBE, 1, 1))
     assert drift.obsolete_line(cond, text) == line
     assert drift.obsolete_line(dataclasses.replace(cond, function="Scheduler.gone"), text) is None
 

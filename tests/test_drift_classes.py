@@ -85,7 +85,8 @@ def test_broken(recorded, old, new, expected):
 def test_renamed_target_candidates(recorded):
     found = rows(SOURCE.replace("def step(", "def advance("), recorded, baseline=SOURCE)
     best = found["step#0"].candidates[0]
-    assert (best.qualname, best.line, best.anchors, best.similarity) == ("Engine.advance", 3, 2, 0.8)  # 4 of 5 statements: all but the header
+    # every anchor holds there; 4 of its 5 statements are the baseline's (all but the header)
+    assert (best.qualname, best.line, best.anchors, best.similarity) == ("Engine.advance", 3, 2, 0.8)
 
 
 def test_missing_file_and_obsolete(recorded):

@@ -40,8 +40,8 @@ def fp(text: str, qualname: str = "Runner.step") -> str:
     BASE.replace("item.size * 2", "(item.size*2)").replace("'done'", '"done"'),
     BASE.replace("def step(self, batch, *, budget=8):", "def step(\n        self,\n        batch,\n        *,\n"
                  "        budget = 8,\n    ):"),
-    BASE.replace("return total, 'done', f", "return (\n            total,\n            'done',\n            f").replace(
-        "{budget}}'\n", "{budget}}',\n        )\n"),
+    BASE.replace("return total, 'done', f'{total:>{budget}}'",
+                 "return (\n            total,\n            'done',\n            f'{total:>{budget}}',\n        )"),
     BASE.replace("    ", "  "),
     BASE.replace("budget=8", "budget=0x8"),
     BASE.replace("f'{total:>{budget}}'", 'F"{total:>{budget}}"'),
