@@ -64,7 +64,9 @@ def _add_drift_verbs(verbs) -> None:
     p.add_argument("--no-cache", action="store_true", help="do not read or fill the drift cache")
     p = verbs.add_parser("matrix", help="drift class of every target and transform on several roots")
     _add_common(p, root=False)
-    p.add_argument("--root", action="append", required=True, help="a root: one column (repeatable)")
+    p.add_argument("--root", action="append", default=[], help="a root: one column (repeatable)")
+    p.add_argument("--pypi", action="append", default=[], metavar="NAME==VERSION",
+                   help="a wheel from PyPI (cached): one column (repeatable)")
     p.add_argument("--markdown", action="store_true", help="a Markdown table")
     actions = verbs.add_parser("profile", help="release profiles").add_subparsers(dest="action", required=True)
     p = actions.add_parser(
@@ -202,7 +204,12 @@ def cmd_drift(args) -> int:
 def cmd_matrix(args) -> int:
     from patchspec import drift_report
 
-    m = drift_report.matrix(args.spec, args.root, args.release)
+    from patchspec.cache import pypi_root
+
+    roots = args.root + [str(pypi_root(requirement)) for requirement in args.pypi]
+    if not roots:
+        raise PatchspecError("matrix needs at least one --root or --pypi")
+    m = drift_report.matrix(args.spec, roots, args.release)
     lines = drift_report.matrix_markdown(m) if args.markdown else drift_report.matrix_text(m)
     _emit(args, drift_report.matrix_json(m), lines)
     return m.code

@@ -172,13 +172,14 @@ def test_cli_drift_exit_1_when_every_anchor_still_holds(vllm_release, capsys):
 
 def test_cli_matrix(vllm_release, capsys):
     roots = [str(vllm_release(v)) for v in sorted(EXPECTED)]
-    assert main(["matrix", PROBE, *[a for r in roots for a in ("--root", r)], "--json"]) == 2
+    columns = [a for r in roots[:-1] for a in ("--root", r)] + ["--pypi", "vllm==0.33.0"]  # roots, then wheels
+    assert main(["matrix", PROBE, *columns, "--json"]) == 2
     document = json.loads(capsys.readouterr().out)
     assert [c["release"] for c in document["columns"]] == [EXPECTED[v][0] for v in sorted(EXPECTED)]
     for row in document["rows"]:
         key = f"{row['target']}#{row['index']}"
         assert row["cells"] == [EXPECTED[v][1][key] for v in sorted(EXPECTED)]
-    main(["matrix", PROBE, *[a for r in roots for a in ("--root", r)], "--markdown"])
+    main(["matrix", PROBE, *columns, "--markdown"])
     table = capsys.readouterr().out.splitlines()
     assert table[0] == ("| target | transform | vllm-0.24.0 (v0.30.0) | vllm-0.26.0 (v0.26.0) | "
                         "vllm-0.30.0 (v0.30.0) | vllm-0.33.0 (v0.30.0) |")
