@@ -97,3 +97,10 @@ def test_missing_file_and_obsolete(recorded):
     assert found["step#0"].under == "changed"
     assert found["step#0"].detail == "fix is upstream: pkg/mod.py:8: Engine.step contains 'self.upstream_fix(...)'"
     assert found["other#0"].drift == "not-checked"
+
+
+def test_unparsable_source_is_broken(recorded):
+    found = rows(SOURCE + "\ndef broken(:\n", recorded)
+    assert classes(found) == ["unparsable", "unparsable"]
+    assert "pkg/mod.py:10: not valid Python" in found["step#0"].detail
+    assert drift.exit_code(list(found.values())) == 2
