@@ -43,6 +43,8 @@ def runs(tmp_path_factory):
                                         count_reads=True)
         out["apply"]["pipeline-parallel"] = h.apply(h.PP_SPEC, root)
         applied.append(h.PP_SPEC)
+        out["check"] = {spec.stem: h.patchspec("check", str(spec), "--release", h.RELEASE, "--root",
+                                               str(root)).returncode for spec in applied}
         out["pp1"] = h.run_engine(env, model, 1, PROMPTS, MAX_TOKENS, work / "pp1.log", scored=SCORED)
         out["pp2"] = h.run_engine(env, model, 2, PROMPTS, MAX_TOKENS, work / "pp2.log", scored=SCORED,
                                   count_reads=True)
@@ -67,6 +69,7 @@ def test_gaudi_targets_reported_skipped_and_vllm_files_patched(runs):
     assert all("vllm_gaudi is not under the root" in line for line in report if line.startswith("skipped:"))
     assert {line.split()[1] for line in report if line.startswith("patched:")} == vllm_files
     assert "patched: vllm/v1/worker/cpu_model_runner.py" in runs["apply"]["cpu-pipeline-eager"]
+    assert runs["check"] == {"cpu-pipeline-eager": 0, "pipeline-parallel": 0}  # both applied, side by side
 
 
 def test_greedy_tokens_identical_at_size_1_and_2(runs):
