@@ -16,9 +16,9 @@ group's gloo group (vLLM's pipeline groups are built that way). Payloads of ``VL
 or more go in tensor-parallel parts, one per connection, and the receiving stage all-gathers them on its
 tensor-parallel device group (HCCL on Gaudi): with per-flow limited NICs, several streams carry more.
 Smaller payloads go whole from every rank rather than from one rank plus a local broadcast: one hop and
-no collective on the decode path. Measured (bench/transfer.py, PP2 x TP2, 768 KiB, medians of 3 runs):
-0.69 against 1.34 ms on loopback, 4.68 against 4.63 ms with each flow limited to 1 Gbit/s; the price is
-TP-size times the bytes on the NIC, which per-flow limits do not charge.
+no collective on the decode path. Measured (bench/transfer.py, PP2 x TP2, 768 KiB, medians of 6 runs):
+0.63 against 0.81 ms on loopback (whole faster in 5 of 6), 4.6 against 4.6 ms with each flow limited to
+1 Gbit/s; the price is TP-size times the bytes on the NIC, which per-flow limits do not charge.
 
 Buffers are reused (allocating 64 MiB per message costs as much as sending it): the receive buffer
 reserves ``VLLM_HPU_PP_MAX_MESSAGE_BYTES`` of address space once, so any message fits without a size

@@ -105,7 +105,7 @@ def tp1():
 
 @pytest.fixture(scope="module")
 def tp2():
-    return _session([_roundtrip, _killed], tp=2, env={"VLLM_HPU_PP_STATS_EVERY": "2"})
+    return _session([_roundtrip, _killed, _gather_silent], tp=2, env={"VLLM_HPU_PP_STATS_EVERY": "2"})
 
 
 # (num_tokens, {key: (trailing dims, dtype)}): decode-sized and >= 1 MiB, sizes odd on purpose.
@@ -279,6 +279,31 @@ def _killed(stage, pp_group, tp_group):
     except PipelinePeerError as e:
         error = str(e)
     return received, error, time.monotonic() - start
+
+
+def _gather_silent(stage, pp_group, tp_group):
+    """After _killed (rank 1 is gone): a split message reaches rank 2, whose TP peer never all-gathers."""
+    n, tensors = _case(2)
+    rank = dist.get_rank()
+    if rank == 0:  # sends its part only: no collective on the sending side
+        StageTransfer(pp_group, tp_group, timeout_s=20).send(tensors, n)
+    elif rank == 3:
+        time.sleep(4)  # alive and silent
+    else:
+        start = time.monotonic()
+        try:
+            StageTransfer(pp_group, tp_group, timeout_s=1.5).recv(n)
+            error = "returned"
+        except PipelinePeerError as e:
+            error = str(e)
+        return error, time.monotonic() - start
+    return None
+
+
+def test_silent_tensor_parallel_peer_raises_within_timeout(tp2):
+    error, elapsed = tp2["_gather_silent"][2]
+    assert "all-gather over tensor-parallel ranks [2, 3] failed or timed out (1.5 s" in error
+    assert elapsed < 5.0
 
 
 def test_killed_peer_raises_within_timeout(tp2):
