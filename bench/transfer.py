@@ -118,7 +118,6 @@ def _decode(stage, t, pp, tp_group):
         methods["vllm"] = bounce(lambda: vllm.send_tensor_dict(tensors), vllm.recv_tensor_dict)
     result = {name: s / 2 for name, s in _timed_rounds(methods, 60, _ready(stage, pp)).items()}
     result["vllm_unavailable"] = unavailable
-    result["python"] = sys.executable
     return result
 
 
