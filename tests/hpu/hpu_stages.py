@@ -20,7 +20,8 @@ from pathlib import Path
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-TIMEOUT_S = 60.0
+TIMEOUT_S = 60.0  # one step, or one transfer
+START_S = 600.0  # spawning and importing, on a machine that may be busy with other work
 
 
 def free_port() -> int:
@@ -64,7 +65,7 @@ def _stage_main(root, rank, pp, port, inbox, outbox, options):
         transfer = None
         if pp > 1:
             dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=pp,
-                                    timeout=timedelta(seconds=TIMEOUT_S))
+                                    timeout=timedelta(seconds=START_S))
             snippets = importlib.import_module("_patchspec_runtime.pipeline_parallel.runner")
             transfer = snippets.StageTransfer(dist.group.WORLD, timeout_s=TIMEOUT_S / 2)
             runner._pp_stage = snippets.Stage(rank == 0, rank == pp - 1, transfer)
@@ -103,7 +104,7 @@ class Pipeline:
                        for r in range(pp)]
         for p in self._procs:
             p.start()
-        self._collect(range(pp), "ready")
+        self._collect(range(pp), "ready", START_S)
 
     def __enter__(self):
         return self
@@ -123,8 +124,8 @@ class Pipeline:
             self._inboxes[r].put((kind, payload))
         return self._collect(ranks, kind)
 
-    def _collect(self, ranks, kind) -> dict:
-        got, deadline = {}, time.monotonic() + TIMEOUT_S
+    def _collect(self, ranks, kind, timeout_s=TIMEOUT_S) -> dict:
+        got, deadline = {}, time.monotonic() + timeout_s
         while len(got) < len(ranks):
             try:
                 rank, what, value = self._outbox.get(timeout=max(0.1, deadline - time.monotonic()))

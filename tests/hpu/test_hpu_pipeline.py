@@ -84,3 +84,14 @@ def test_non_last_stage_runs_the_preparation_and_forwards_of_sample_tokens(runs,
         loops = {"prefill_data": math.ceil(step.num_prompts / 2),
                  "dummy_prefill_input_data_batches_across_dp": int(dp)}
         assert step.reports[0].calls == call_order.non_last_stage_calls(patched, conditions, loops)
+
+
+def test_stages_that_disagree_on_the_batch_stop_with_a_desync(hpu_roots):
+    """Stage 1 is told to run 3 of the prompt's tokens where stage 0 ran 5: the padded batches differ
+    (1 x 8 against 1 x 4) and stage 1 raises instead of decoding stage 0's hidden states."""
+    step = {"new_reqs": {"a": [1, 2, 3, 4, 5]}}
+    with Pipeline(hpu_roots[1], 2) as pipeline:
+        first = pipeline.run("step", step | {"num_scheduled_tokens": {"a": 5}}, ranks=[0])
+        assert first[0].forwards == [(1, 8)] and first[0].messages == 1
+        with pytest.raises(RuntimeError, match="PipelineDesyncError: .*token count.*expected 4, got 8"):
+            pipeline.run("step", step | {"num_scheduled_tokens": {"a": 3}}, ranks=[1])

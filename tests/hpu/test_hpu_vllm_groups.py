@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from hpu_stages import TIMEOUT_S, free_port
+from hpu_stages import START_S, free_port
 
 WORLD = 4
 SIZES = {"decode": 8, "prefill": 8192}  # tokens; 8192 x 64 x 4 bytes x 2 keys = 4 MiB: split
@@ -69,7 +69,7 @@ def test_stage_and_start_up_on_vllm_process_groups(hpu_roots):
     got = {}
     try:
         while len(got) < WORLD:
-            rank, value = results.get(timeout=3 * TIMEOUT_S)
+            rank, value = results.get(timeout=START_S)
             assert isinstance(value, tuple), value
             got[rank] = value
     except queue.Empty:

@@ -15,7 +15,7 @@ import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from hpu_stages import TIMEOUT_S, free_port, import_root
+from hpu_stages import START_S, free_port, import_root
 from runtime_snippets.pipeline_parallel import checked_world_without_hccl
 
 
@@ -62,7 +62,7 @@ def start_up(hpu_roots):
             inboxes[r].put(scenario)
         try:
             while len(got) < world:
-                rank, what, value = results.get(timeout=TIMEOUT_S)
+                rank, what, value = results.get(timeout=START_S)
                 assert what != "crash", value
                 got[rank] = (what, value)
         except queue.Empty:
