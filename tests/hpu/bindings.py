@@ -10,10 +10,14 @@
 - ``function(a, b)``: a module-level function that takes them, or a name the module imports (its
   signature is then another package's and is not checked here);
 - ``name``: anything bound at module level.
+
+``unbound_names`` checks the other direction: the names the inserted code passes to the hooks (locals such
+as ``pd_info``) are bound in the patched function before that code, or at module level.
 """
 from __future__ import annotations
 
 import ast
+import builtins
 import inspect
 from pathlib import Path
 
@@ -130,3 +134,36 @@ def _signature(node: ast.FunctionDef) -> inspect.Signature:
     if a.kwarg:
         params.append(P(a.kwarg.arg, P.VAR_KEYWORD))
     return inspect.Signature(params)
+
+
+def unbound_names(source: str, qualname: str, alias: str) -> list[str]:
+    """Names that the inserted code (statements and arguments calling ``alias``) in the patched function
+    ``qualname`` reads but that are neither bound earlier in the function nor in the module: a release
+    that renamed a local would fail there only at run time."""
+    tree = ast.parse(source)
+    module = _Module(tree)
+    func = _find(tree, qualname.split("."))
+    bound: dict[str, int] = {a.arg: func.lineno for a in ast.walk(func.args) if isinstance(a, ast.arg)}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound[node.id] = min(node.lineno, bound.get(node.id, node.lineno))
+    missing = []
+    for call in ast.walk(func):
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and isinstance(call.func.value, ast.Name) and call.func.value.id == alias):
+            continue
+        for name in ast.walk(call):
+            if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Load) and name.id != alias:
+                known = name.id in module.defs or name.id in module.imported or hasattr(builtins, name.id)
+                if not known and bound.get(name.id, call.lineno + 1) > call.lineno:
+                    missing.append(f"{qualname}:{call.lineno}: {name.id}")
+    return missing
+
+
+def _find(tree, path: list[str]):
+    body = tree.body
+    for part in path:
+        node = next(n for n in body if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name == part)
+        body = node.body
+    return node
+

@@ -66,10 +66,21 @@ def test_non_last_path_matches_the_release(gaudi_root):
         assert _non_last(method, *shape) == _non_last(fixture, *shape), shape
 
 
-@pytest.mark.parametrize("mutation", ["moved-helper", "renamed-parameter", "lost-attribute"])
+HOOKED = {RUNNER: ["HPUModelRunner.sample_tokens", "HPUModelRunner._execute_model_generic",
+                   "HpuModelAdapter.forward"],
+          "vllm_gaudi/v1/worker/hpu_worker.py": ["init_worker_distributed_environment"]}
+
+
+def test_inserted_code_reads_names_bound_before_it(gaudi_root):
+    texts = _compiled(*gaudi_root[:2])
+    assert [m for rel, functions in HOOKED.items() for f in functions
+            for m in bindings.unbound_names(texts[rel], f, "_pp")] == []
+
+
+@pytest.mark.parametrize("mutation", ["moved-helper", "renamed-parameter", "lost-attribute", "renamed-local"])
 def test_drift_is_caught(mutation, gaudi_root, copy_root):
-    """A release that moved a preparation helper after the early return, changed a helper's signature or
-    dropped an attribute the snippets use fails these checks."""
+    """A release that moved a preparation helper after the early return, changed a helper's signature,
+    dropped an attribute the snippets use or renamed a local the inserted code passes fails these checks."""
     root, release = copy_root(gaudi_root[0]), gaudi_root[1]
     path = root / RUNNER
     text = path.read_text()
@@ -81,6 +92,12 @@ def test_drift_is_caught(mutation, gaudi_root, copy_root):
         method = _patched_sample_tokens(root, release)
         fixture = _patched_sample_tokens(FIXTURE, "v0.30.0")
         assert _non_last(method, 1, 1, False) != _non_last(fixture, 1, 1, False)
+        return
+    if mutation == "renamed-local":
+        path.write_text(text.replace("pd_info", "prompt_decode_info"))
+        patched = _compiled(root, release)[RUNNER]
+        found = bindings.unbound_names(patched, "HPUModelRunner.sample_tokens", "_pp")
+        assert [f.rsplit(": ", 1)[1] for f in found] == ["pd_info"], found
         return
     if mutation == "renamed-parameter":
         text = text.replace("def _configure_lora(self, input, requests, req_ids, is_prompt)",
