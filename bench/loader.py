@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "vllm"))
-from checkpoint import write  # noqa: E402
+from vllm_checkpoint import write  # noqa: E402
 from vllm_runs import release_roots, result, start_stages  # noqa: E402
 
 from patchspec.cache import pypi_root  # noqa: E402

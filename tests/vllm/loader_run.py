@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from checkpoint import digest
+from vllm_checkpoint import digest
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]

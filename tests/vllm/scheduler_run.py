@@ -1,7 +1,8 @@
 """Drives vLLM's real scheduler the way the engine core's batch queue does; prints one JSON document.
 
 Run as ``python scheduler_run.py MODEL_DIR SCENARIOS_JSON`` with a release root (patched or not) first
-on ``sys.path``: each test process imports exactly one vLLM. A scenario is ``{"pp": N, "async": bool}``;
+on ``sys.path``: each test process imports exactly one vLLM. A scenario is
+``{"pp": N, "async": bool, "max_seqs": M}``;
 the queue holds ``pp`` steps in flight, schedules the next while earlier ones are out, and feeds model
 outputs back oldest first. The "model" samples a token derived from the request and its length, so two
 runs that schedule the same work produce the same tokens.
@@ -29,11 +30,11 @@ BLOCKS = 256
 REQUESTS = [(8, 6), (13, 9), (5, 4), (21, 7), (9, 9), (17, 5)]
 
 
-def build(model_dir: str, pp: int, async_scheduling: bool) -> Scheduler:
+def build(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int) -> Scheduler:
     model = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32", max_model_len=256)
     vllm_config = VllmConfig(
         model_config=model,
-        scheduler_config=SchedulerConfig(max_num_seqs=16, max_num_batched_tokens=1024, max_model_len=256,
+        scheduler_config=SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=1024, max_model_len=256,
                                          is_encoder_decoder=False, async_scheduling=async_scheduling),
         cache_config=CacheConfig(block_size=BLOCK, enable_prefix_caching=False),
         device_config=DeviceConfig(device="cpu"),
@@ -51,14 +52,14 @@ def sampled(req_id: str, length: int) -> int:
     return 100 + (sum(map(ord, req_id)) * 31 + length) % 800
 
 
-def run(model_dir: str, pp: int, async_scheduling: bool) -> dict:
-    scheduler = build(model_dir, pp, async_scheduling)
+def run(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int) -> dict:
+    scheduler = build(model_dir, pp, async_scheduling, max_seqs)
     for i, (prompt, max_tokens) in enumerate(REQUESTS):
         params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
         scheduler.add_request(Request(f"r{i}", list(range(1, prompt + 1)), params, None))
     lengths = {f"r{i}": prompt for i, (prompt, _) in enumerate(REQUESTS)}
     tokens: dict[str, list[int]] = {}
-    steps, in_flight_twice, outputs = [], [], []
+    steps, running, in_flight_twice, outputs = [], [], [], []
     queue: deque = deque()
     while scheduler.has_requests() or queue:
         if scheduler.has_requests() and len(queue) < pp:
@@ -67,6 +68,7 @@ def run(model_dir: str, pp: int, async_scheduling: bool) -> dict:
             in_flight = {r for earlier in queue for r in earlier.num_scheduled_tokens}
             in_flight_twice += sorted(in_flight.intersection(ids))
             steps.append(ids)
+            running.append(len(scheduler.running))
             outputs.append(repr(out))
             queue.appendleft(out)
             if len(queue) < pp:
@@ -81,12 +83,13 @@ def run(model_dir: str, pp: int, async_scheduling: bool) -> dict:
         for engine_outputs in scheduler.update_from_output(out, result).values():
             for o in engine_outputs.outputs:
                 tokens.setdefault(o.request_id, []).extend(o.new_token_ids)
-    return {"steps": steps, "in_flight_twice": in_flight_twice, "tokens": tokens, "outputs": outputs}
+    return {"steps": steps, "running": running, "in_flight_twice": in_flight_twice, "tokens": tokens,
+            "outputs": outputs}
 
 
 def main() -> None:
     model_dir, scenarios = sys.argv[1], json.loads(sys.argv[2])
-    results = [run(model_dir, s["pp"], s["async"]) for s in scenarios]
+    results = [run(model_dir, s["pp"], s["async"], s["max_seqs"]) for s in scenarios]
     print(json.dumps(results))
 
 

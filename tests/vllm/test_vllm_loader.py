@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from checkpoint import write
+from vllm_checkpoint import write
 from vllm_runs import RELEASES, result, start_stages
 
 LAYERS = 6

@@ -8,8 +8,9 @@ import pytest
 
 from vllm_runs import RELEASES, result, start
 
-SCENARIOS = [{"pp": 1, "async": False}, {"pp": 2, "async": False}, {"pp": 2, "async": True}]
-PP1, PP2, PP2_ASYNC = range(3)
+SCENARIOS = [{"pp": 1, "async": False, "max_seqs": 16}, {"pp": 2, "async": False, "max_seqs": 16},
+             {"pp": 2, "async": True, "max_seqs": 16}, {"pp": 2, "async": False, "max_seqs": 4}]
+PP1, PP2, PP2_ASYNC, PP2_FOUR_SEQS = range(4)
 # A tiny text-only model: the scheduler reads its config, never its weights.
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
           "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4,
@@ -42,6 +43,15 @@ def test_size_2_schedules_half_the_running_requests_per_step(runs):
     # from then on the two microbatches of three alternate.
     assert counts(patched[PP2])[:8] == [6, 0, 3, 3, 3, 3, 3, 3]
     assert max(counts(patched[PP2])[2:]) == 3
+
+
+def test_max_num_seqs_bounds_all_microbatches_together(runs):
+    _, patched = runs
+    run = patched[PP2_FOUR_SEQS]
+    assert max(run["running"]) == 4
+    # Four running requests at size 2: microbatches of two, never four in one step once running.
+    assert counts(run)[:6] == [4, 0, 2, 2, 2, 2]
+    assert run["tokens"] == patched[PP2]["tokens"]
 
 
 def test_no_request_in_two_in_flight_steps(runs):
