@@ -152,6 +152,9 @@ class StageTransfer:
         """Queue ``tensors`` for the next stage; they are copied before this returns, so may be reused."""
         start_s = time.perf_counter()
         layout, seq = plan(tensors, num_tokens, self._tp_size, self._split_bytes), self._send_seq
+        if layout.message_bytes > self._max_bytes:  # the receiver's gloo would abort on it, not raise
+            raise ValueError(f"pipeline transfer: a {layout.message_bytes}-byte message exceeds "
+                             f"VLLM_HPU_PP_MAX_MESSAGE_BYTES={self._max_bytes}")
         if len(self._pending) == _DEPTH:
             self._pending.popleft().wait()
         buf = self._staging.take(layout.message_bytes)
