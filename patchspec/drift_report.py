@@ -33,6 +33,7 @@ class DriftResult:
     release: str
     note: str                       # how the release was chosen
     rows: list[driftmod.DriftRow]
+    baseline: str | None = None
 
     @property
     def code(self) -> int:
@@ -74,7 +75,7 @@ def drift(spec_path: str, root_path: str, release: str = "auto", baseline: str |
     rows = driftmod.report(spec, read, root.has_package, profile.fingerprints(spec.name),
                            _baseline_reader(baseline, profile),
                            *((cached_file_drift, cached_obsolete_line) if use_cache else ()))
-    return DriftResult(spec, release, note, rows)
+    return DriftResult(spec, release, note, rows, baseline)
 
 
 PYPI_BASELINE = "pypi"
@@ -186,9 +187,13 @@ def report_lines(result: DriftResult) -> list[str]:
         counts[r.drift] = counts.get(r.drift, 0) + 1
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     firsts = {r.target: r.index for r in reversed(result.rows)}
+    hint = ""
+    if result.baseline is None and any(r.drift in (driftmod.CHANGED, driftmod.TARGET_MISSING)
+                                       for r in result.rows):
+        hint = "; --baseline DIR (or pypi) shows what changed, where anchors moved, and ranks renamed targets"
     return [row_line(r, firsts[r.target] == r.index) for r in result.rows] + [
         f"drift of {result.spec.name} against release {result.release} ({result.note}): {summary}; "
-        f"exit {result.code}"]
+        f"exit {result.code}{hint}"]
 
 
 def report_json(result: DriftResult) -> dict:

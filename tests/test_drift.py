@@ -167,7 +167,9 @@ def test_cli_drift_pypi(vllm_release, capsys):
 def test_cli_drift_exit_1_when_every_anchor_still_holds(vllm_release, capsys):
     """0.24.0 against the v0.26.0 profile (its override holds there): changed but applies."""
     assert main(["drift", PROBE, "--pypi", "vllm==0.24.0", "--release", "v0.26.0", "--no-cache"]) == 1
-    assert capsys.readouterr().out.splitlines()[-1].endswith("5 changed, 3 unchanged; exit 1")
+    assert capsys.readouterr().out.splitlines()[-1].endswith(
+        "5 changed, 3 unchanged; exit 1; --baseline DIR (or pypi) shows what changed, where anchors moved, and "
+        "ranks renamed targets")
 
 
 def test_cli_matrix(vllm_release, capsys):
