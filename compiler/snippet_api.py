@@ -17,7 +17,7 @@ def exports(package_dir: Path) -> dict[str, inspect.Signature]:
     found: dict[str, inspect.Signature] = {}
     for stmt in ast.parse(init.read_text(), str(init)).body:
         if isinstance(stmt, ast.FunctionDef):
-            found[stmt.name] = _signature(stmt)
+            found[stmt.name] = signature(stmt)
         elif isinstance(stmt, ast.ImportFrom) and stmt.level == 1 and stmt.module:
             module = package_dir / (stmt.module.replace(".", "/") + ".py")
             defs = _module_defs(module)
@@ -31,10 +31,11 @@ def _module_defs(path: Path) -> dict[str, inspect.Signature]:
     if not path.is_file():
         return {}
     tree = ast.parse(path.read_text(), str(path))
-    return {n.name: _signature(n) for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    return {n.name: signature(n) for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
 
 
-def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> inspect.Signature:
+def signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> inspect.Signature:
+    """The signature of a function read from source: names, kinds, and whether a default exists."""
     a = node.args
     params = []
     positional = a.posonlyargs + a.args
@@ -51,6 +52,19 @@ def _signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> inspect.Signatur
     if a.kwarg:
         params.append(inspect.Parameter(a.kwarg.arg, inspect.Parameter.VAR_KEYWORD))
     return inspect.Signature(params)
+
+
+def declared_uses(package_dir: Path) -> dict[str, list[str]]:
+    """The package's ``USES`` tables merged: root-relative file → what its hooks need there (see
+    ``compiler.bindings``). A module declares it as a literal ``USES = {...}`` at module level."""
+    merged: dict[str, list[str]] = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        for stmt in ast.parse(path.read_text(), str(path)).body:
+            if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == "USES"):
+                for rel, entries in ast.literal_eval(stmt.value).items():
+                    merged.setdefault(rel, []).extend(entries)
+    return merged
 
 
 def hook_uses(node: cst.CSTNode, alias: str) -> list[tuple[str, cst.Call | None]]:

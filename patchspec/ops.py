@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compiler import plan as planner
+from compiler import bindings, plan as planner, snippet_api
+from compiler.edits import NodeEdit
 from patchspec import profiles, snippets, state as staterec, txn
 from patchspec.errors import PatchspecError
 from patchspec.model import Spec
@@ -27,6 +28,7 @@ class Prepared:
     plan: planner.Plan
     profile: profiles.Profile
     raw_spec: bytes
+    read: object  # rel -> pristine text or None
 
 
 def prepare(spec_path: str, release: str, root_path: str, only: set[str] | None = None,
@@ -42,7 +44,7 @@ def prepare(spec_path: str, release: str, root_path: str, only: set[str] | None 
     state = staterec.load(root) if state is None else state
     read = _pristine_reader(root, state)
     plan = planner.resolve([spec], read, root.has_package, only)
-    return Prepared(spec, release, root, plan, profile, Path(spec_path).read_bytes())
+    return Prepared(spec, release, root, plan, profile, Path(spec_path).read_bytes(), read)
 
 
 def _pristine_reader(root: Root, state: dict):
@@ -96,7 +98,31 @@ def patched_texts(specs: list[Spec], files: set[str], root: Root, state: dict) -
 
 def compile_spec(prepared: Prepared) -> dict[str, str]:
     raise_plan_errors(prepared.plan)
-    return planner.emit(prepared.plan, [prepared.spec])
+    texts = planner.emit(prepared.plan, [prepared.spec])
+    raise_binding_problems(binding_problems(prepared, texts), prepared.spec)
+    return texts
+
+
+def binding_problems(prepared: Prepared, texts: dict[str, str]) -> list[str]:
+    """What anchors cannot show: a member or signature the snippets use (their ``USES``) that the release
+    lacks, or a name the inserted code reads that the patched function does not bind before it."""
+    spec, plan = prepared.spec, prepared.plan
+    present = {r.file.split("/", 1)[0] for r in plan.resolved if r.status != planner.SKIPPED}
+    uses = {rel: entries for rel, entries in snippet_api.declared_uses(snippets.package_dir(spec)).items()
+            if rel.split("/", 1)[0] in present}
+    found = bindings.problems(uses, prepared.read)
+    inserted = {(r.file, r.function) for r in plan.resolved
+                if r.ok and any(isinstance(e, NodeEdit) for e in r.edits)}
+    for rel, function in sorted(inserted):
+        found += [f"{rel}: inserted code reads a name not bound before it: {where}"
+                  for where in bindings.unbound_names(texts[rel], function, spec.alias)]
+    return found
+
+
+def raise_binding_problems(problems: list[str], spec: Spec) -> None:
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise PatchspecError(f"binding: {problems[0]}{more}; nothing was written", file=spec.path)
 
 
 @dataclass
@@ -129,7 +155,11 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         for rel in files & set(state["files"]):
             _verify_file(root, state, rel)
         sharing = [s for n, s in _applied_specs(state, root).items() if _touches(state, n, files)]
-        texts = patched_texts([*sharing, spec], files, root, state) if sharing else compile_spec(prepared)
+        if sharing:
+            texts = patched_texts([*sharing, spec], files, root, state)
+            raise_binding_problems(binding_problems(prepared, texts), spec)
+        else:
+            texts = compile_spec(prepared)
         writes: dict[Path, bytes | None] = {}
         for rel in sorted(files):
             current = root.read_bytes(rel)
@@ -257,6 +287,9 @@ def check(spec_path: str, release: str, root_path: str, only: set[str] | None = 
     lines = [_plan_line(r) for r in prepared.plan.resolved]
     if prepared.plan.errors:
         return CheckResult(2, lines)
+    problems = binding_problems(prepared, planner.emit(prepared.plan, [prepared.spec]))
+    if problems:
+        return CheckResult(2, lines + [f"binding: {p}" for p in problems])
     marker = prepared.spec.marker
     partial = [rel for rel in prepared.plan.files if marker in (root.read_text(rel) or "")]
     if partial:
@@ -283,8 +316,7 @@ def _plan_line(r: planner.Resolved) -> str:
 def diff_texts(prepared: Prepared) -> list[tuple[str, str | None, str]]:
     """(path, pristine text or None for a new file, patched text) for every file the spec writes."""
     texts = compile_spec(prepared)
-    read = _pristine_reader(prepared.root, staterec.load(prepared.root))
-    out = [(rel, read(rel), texts[rel]) for rel in sorted(texts)]
+    out = [(rel, prepared.read(rel), texts[rel]) for rel in sorted(texts)]
     for rel, data in snippets.install_files(prepared.spec).items():
         out.append((rel, None, data.decode("utf-8")))
     return out

@@ -8,10 +8,12 @@ import math
 
 import pytest
 
-import bindings
 import call_order
 from conftest import FIXTURE, SPEC
+from compiler import bindings, plan as planner
 from patchspec import ops
+from patchspec.errors import PatchspecError
+from patchspec.root import Root
 from runtime_snippets.pipeline_parallel import graphs, runner, worker
 
 RUNNER = "vllm_gaudi/v1/worker/hpu_model_runner.py"
@@ -51,8 +53,8 @@ def _non_last(method, num_prompts, num_decodes, dp):
 
 def test_uses_bind_to_the_release(gaudi_root):
     root, _, vllm = gaudi_root
-    assert bindings.problems(GAUDI_USES, root) == []
-    assert bindings.problems(graphs.USES, vllm) == []
+    assert bindings.problems(GAUDI_USES, Root.open(root).read_text) == []
+    assert bindings.problems(graphs.USES, Root.open(vllm).read_text) == []
 
 
 def test_non_last_path_matches_the_release(gaudi_root):
@@ -95,9 +97,11 @@ def test_drift_is_caught(mutation, gaudi_root, copy_root):
         return
     if mutation == "renamed-local":
         path.write_text(text.replace("pd_info", "prompt_decode_info"))
-        patched = _compiled(root, release)[RUNNER]
+        prepared = ops.prepare(str(SPEC), release, str(root), only={"vllm_gaudi"})
+        patched = planner.emit(prepared.plan, [prepared.spec])[RUNNER]
         found = bindings.unbound_names(patched, "HPUModelRunner.sample_tokens", "_pp")
         assert [f.rsplit(": ", 1)[1] for f in found] == ["pd_info"], found
+        _assert_check_reports(root, release, "pd_info")
         return
     if mutation == "renamed-parameter":
         text = text.replace("def _configure_lora(self, input, requests, req_ids, is_prompt)",
@@ -107,8 +111,18 @@ def test_drift_is_caught(mutation, gaudi_root, copy_root):
         text = text.replace("self.kv_caches", "self.kv_cache_list")
         want = "HPUModelRunner.kv_caches"
     path.write_text(text)
-    found = bindings.problems(GAUDI_USES, root)
+    found = bindings.problems(GAUDI_USES, Root.open(root).read_text)
     assert len(found) == 1 and want in found[0], found
+    _assert_check_reports(root, release, want)
+
+
+def _assert_check_reports(root, release, what):
+    """`patchspec check` calls it drift, and apply refuses before writing anything."""
+    result = ops.check(str(SPEC), release, str(root), only={"vllm_gaudi"})
+    assert result.code == 2 and any(line.startswith("binding: ") and what in line for line in result.lines)
+    with pytest.raises(PatchspecError, match=f"binding: .*{what}"):
+        ops.apply(str(SPEC), release, str(root), only={"vllm_gaudi"})
+    assert not (root / ".patchspec").exists()
 
 
 def test_worker_start_up_check_sits_before_the_hccl_world_check(gaudi_root):

@@ -18,18 +18,20 @@ from __future__ import annotations
 
 import ast
 import builtins
-import inspect
-from pathlib import Path
+from collections.abc import Callable
+
+from compiler.snippet_api import signature
 
 
-def problems(uses: dict[str, list[str]], root: Path) -> list[str]:
+def problems(uses: dict[str, list[str]], read: Callable[[str], str | None]) -> list[str]:
+    """Every entry of ``uses`` that the sources (``read(rel)``, None for a missing file) do not honour."""
     found = []
     for rel, entries in uses.items():
-        path = Path(root) / rel
-        if not path.is_file():
+        text = read(rel)
+        if text is None:
             found.append(f"{rel}: missing")
             continue
-        module = _Module(ast.parse(path.read_text(), str(path)))
+        module = _Module(ast.parse(text, rel))
         found += [f"{rel}: {entry}: {p}" for entry in entries if (p := module.problem(entry))]
     return found
 
@@ -108,32 +110,16 @@ class _Module:
 
 
 def _binding(func: ast.FunctionDef, call: ast.Call, method: bool) -> str | None:
-    signature = _signature(func)
+    sig = signature(func)
     if method:
-        params = list(signature.parameters.values())[1:]
-        signature = signature.replace(parameters=params)
+        sig = sig.replace(parameters=list(sig.parameters.values())[1:])
     positional = [None] * sum(1 for a in call.args if not isinstance(a, ast.Starred))
     keywords = {k.arg: None for k in call.keywords if k.arg is not None}
     try:
-        signature.bind(*positional, **keywords)
+        sig.bind(*positional, **keywords)
     except TypeError as exc:
-        return f"does not bind to {func.name}{signature}: {exc}"
+        return f"does not bind to {func.name}{sig}: {exc}"
     return None
-
-
-def _signature(node: ast.FunctionDef) -> inspect.Signature:
-    a, P = node.args, inspect.Parameter
-    positional = a.posonlyargs + a.args
-    defaults = [P.empty] * (len(positional) - len(a.defaults)) + [None] * len(a.defaults)
-    params = [P(arg.arg, P.POSITIONAL_ONLY if i < len(a.posonlyargs) else P.POSITIONAL_OR_KEYWORD, default=d)
-              for i, (arg, d) in enumerate(zip(positional, defaults))]
-    if a.vararg:
-        params.append(P(a.vararg.arg, P.VAR_POSITIONAL))
-    params += [P(arg.arg, P.KEYWORD_ONLY, default=P.empty if d is None else None)
-               for arg, d in zip(a.kwonlyargs, a.kw_defaults)]
-    if a.kwarg:
-        params.append(P(a.kwarg.arg, P.VAR_KEYWORD))
-    return inspect.Signature(params)
 
 
 def unbound_names(source: str, qualname: str, alias: str) -> list[str]:
