@@ -15,6 +15,9 @@ environment_variables: dict[str, Callable[[], Any]] = {
     "VLLM_HPU_PP_SPLIT_BYTES": lambda: int(os.getenv("VLLM_HPU_PP_SPLIT_BYTES", str(1 << 20))),
     # Largest message a stage accepts; the receive buffer reserves (not touches) this much memory.
     "VLLM_HPU_PP_MAX_MESSAGE_BYTES": lambda: int(os.getenv("VLLM_HPU_PP_MAX_MESSAGE_BYTES", str(1 << 30))),
+    # 1 keeps vllm-gaudi's HCCL all-reduce over the whole world at start-up, for nodes with scale-out
+    # links; by default the world is checked over gloo and HCCL only over the tensor-parallel group.
+    "VLLM_HPU_PP_HCCL_WORLD_CHECK": lambda: bool(int(os.getenv("VLLM_HPU_PP_HCCL_WORLD_CHECK", "0"))),
 }
 
 

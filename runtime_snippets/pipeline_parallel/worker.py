@@ -7,11 +7,10 @@ check runs over gloo, and the HCCL check over the node-local tensor-parallel gro
 """
 from __future__ import annotations
 
-import os
-
 import torch
 import torch.distributed as dist
 
+from . import envs
 from ._logging import get_logger
 
 logger = get_logger(__name__)
@@ -24,11 +23,6 @@ USES = {
 }
 
 
-def hccl_world_check() -> bool:
-    """``VLLM_HPU_PP_HCCL_WORLD_CHECK``, read when asked as ``vllm.envs`` does."""
-    return bool(int(os.getenv("VLLM_HPU_PP_HCCL_WORLD_CHECK", "0")))
-
-
 def checked_world_without_hccl(vllm_config, ensure_model_parallel_initialized, get_tp_group) -> bool:
     """In ``init_worker_distributed_environment`` before its HCCL world check: at pipeline size > 1 run
     the checks here, set up the model-parallel groups and tell the caller to return. The caller passes
@@ -37,7 +31,7 @@ def checked_world_without_hccl(vllm_config, ensure_model_parallel_initialized, g
     if parallel_config.pipeline_parallel_size == 1:
         return False
     refuse_async_scheduling(vllm_config)
-    if hccl_world_check():
+    if envs.VLLM_HPU_PP_HCCL_WORLD_CHECK:
         return False
     expected = parallel_config.world_size * parallel_config.data_parallel_size
     world = dist.new_group(backend="gloo")
