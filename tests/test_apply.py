@@ -140,3 +140,23 @@ def test_concurrent_cli_applies_one_patches_other_sees_applied(release_root):
     assert [p.returncode for p in procs] == [0, 0], outs
     joined = "".join(o[0] for o in outs)
     assert joined.count("patched:") == 2 and joined.count("already applied") == 2
+
+
+def test_check_finds_a_partial_apply_without_state(release_root, capsys):
+    """Marked lines in a file the state record does not list: someone copied patched files by hand."""
+    root, release = release_root
+    ops.apply(DEMO, release, str(root))
+    patched = (root / "vllm/sequence.py").read_bytes()
+    ops.unapply(DEMO, str(root))
+    (root / "vllm/sequence.py").write_bytes(patched)
+    assert main(["check", DEMO, "--release", release, "--root", str(root)]) == 2
+    assert "partial: vllm/sequence.py carries '# patchspec: demo'" in capsys.readouterr().out
+
+
+def test_diff_colour_on_request_and_validate(release_root, capsys):
+    root, release = release_root
+    assert main(["diff", DEMO, "--release", release, "--root", str(root), "--color", "always"]) == 0
+    coloured = capsys.readouterr().out
+    assert "\033[32m+    __iter__ = _demo.iter_keys  # patchspec: demo\033[0m" in coloured
+    assert main(["validate", DEMO]) == 0
+    assert capsys.readouterr().out == "valid: demo: 2 targets, 3 transforms\n"
