@@ -23,17 +23,26 @@ from collections.abc import Callable
 from compiler.snippet_api import signature
 
 
-def problems(uses: dict[str, list[str]], read: Callable[[str], str | None]) -> list[str]:
-    """Every entry of ``uses`` that the sources (``read(rel)``, None for a missing file) do not honour."""
+def problems(uses: dict[str, list[str]], tree_of: Callable[[str], ast.Module | None]) -> list[str]:
+    """Every entry of ``uses`` that the sources do not honour; ``tree_of(rel)`` gives a file's ``ast``
+    (None for a missing file), so that a caller that parsed the file already does not parse it again."""
     found = []
     for rel, entries in uses.items():
-        text = read(rel)
-        if text is None:
+        tree = tree_of(rel)
+        if tree is None:
             found.append(f"{rel}: missing")
             continue
-        module = _Module(ast.parse(text, rel))
+        module = _Module(tree)
         found += [f"{rel}: {entry}: {p}" for entry in entries if (p := module.problem(entry))]
     return found
+
+
+def tree_reader(read: Callable[[str], str | None]) -> Callable[[str], ast.Module | None]:
+    """``tree_of`` for ``problems`` from a reader of text."""
+    def tree_of(rel: str) -> ast.Module | None:
+        text = read(rel)
+        return None if text is None else ast.parse(text, rel)
+    return tree_of
 
 
 class _Module:
@@ -122,13 +131,16 @@ def _binding(func: ast.FunctionDef, call: ast.Call, method: bool) -> str | None:
     return None
 
 
-def unbound_names(source: str, qualname: str, alias: str) -> list[str]:
-    """Names that the inserted code (statements and arguments calling ``alias``) in the patched function
-    ``qualname`` reads but that are neither bound earlier in the function nor in the module: a release
-    that renamed a local would fail there only at run time."""
-    tree = ast.parse(source)
-    module = _Module(tree)
-    func = _find(tree, qualname.split("."))
+def unbound_names(definition: str, first_line: int, module: ast.Module, qualname: str, alias: str) -> list[str]:
+    """Names that the inserted code (statements and arguments calling ``alias``) of a patched function
+    reads but that are neither bound earlier in the function nor in the module: a release that renamed a
+    local would fail there only at run time. ``definition`` is the patched definition's own lines (as
+    they stand in the file from ``first_line``), ``module`` the file's tree: only the definition is parsed."""
+    indented = definition[:1] in (" ", "\t")
+    func = ast.parse(("if True:\n" if indented else "") + definition).body[0]
+    func = func.body[0] if indented else func
+    offset = first_line - (2 if indented else 1)
+    names = _Module(module)
     bound: dict[str, int] = {a.arg: func.lineno for a in ast.walk(func.args) if isinstance(a, ast.arg)}
     for node in ast.walk(func):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -140,16 +152,7 @@ def unbound_names(source: str, qualname: str, alias: str) -> list[str]:
             continue
         for name in ast.walk(call):
             if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Load) and name.id != alias:
-                known = name.id in module.defs or name.id in module.imported or hasattr(builtins, name.id)
+                known = name.id in names.defs or name.id in names.imported or hasattr(builtins, name.id)
                 if not known and bound.get(name.id, call.lineno + 1) > call.lineno:
-                    missing.append(f"{qualname}:{call.lineno}: {name.id}")
+                    missing.append(f"{qualname}:{call.lineno + offset}: {name.id}")
     return missing
-
-
-def _find(tree, path: list[str]):
-    body = tree.body
-    for part in path:
-        node = next(n for n in body if isinstance(n, ast.FunctionDef | ast.ClassDef) and n.name == part)
-        body = node.body
-    return node
-

@@ -48,6 +48,7 @@ class Plan:
     resolved: list[Resolved]
     sources: dict[str, SourceFile]
     definitions: dict[tuple[str, str], Definition]
+    rendered: dict[tuple[str, str], str] = field(default_factory=dict)  # by emit: patched definitions
 
     @property
     def errors(self) -> list[Resolved]:
@@ -136,7 +137,8 @@ def emit(plan: Plan, specs: Iterable[Spec]) -> dict[str, str]:
         fragments = {}
         for key, edits in node_edits.items():
             fragment = plan.definitions[key].fragment
-            fragments[fragment.start] = (fragment.end, render_fragment(fragment, edits))
+            plan.rendered[key] = render_fragment(fragment, edits)
+            fragments[fragment.start] = (fragment.end, plan.rendered[key])
         out[path] = splice(source, fragments, line_edits)
     return out
 

@@ -99,23 +99,26 @@ def patched_texts(specs: list[Spec], files: set[str], root: Root, state: dict) -
 def compile_spec(prepared: Prepared) -> dict[str, str]:
     raise_plan_errors(prepared.plan)
     texts = planner.emit(prepared.plan, [prepared.spec])
-    raise_binding_problems(binding_problems(prepared, texts), prepared.spec)
+    raise_binding_problems(binding_problems(prepared), prepared.spec)
     return texts
 
 
-def binding_problems(prepared: Prepared, texts: dict[str, str]) -> list[str]:
+def binding_problems(prepared: Prepared) -> list[str]:
     """What anchors cannot show: a member or signature the snippets use (their ``USES``) that the release
     lacks, or a name the inserted code reads that the patched function does not bind before it."""
     spec, plan = prepared.spec, prepared.plan
     present = {r.file.split("/", 1)[0] for r in plan.resolved if r.status != planner.SKIPPED}
     uses = {rel: entries for rel, entries in snippet_api.declared_uses(snippets.package_dir(spec)).items()
             if rel.split("/", 1)[0] in present}
-    found = bindings.problems(uses, prepared.read)
+    parsed = bindings.tree_reader(prepared.read)
+    found = bindings.problems(uses, lambda rel: plan.sources[rel].tree if rel in plan.sources else parsed(rel))
     inserted = {(r.file, r.function) for r in plan.resolved
                 if r.ok and any(isinstance(e, NodeEdit) for e in r.edits)}
     for rel, function in sorted(inserted):
+        definition = plan.definitions[(rel, function)]
         found += [f"{rel}: inserted code reads a name not bound before it: {where}"
-                  for where in bindings.unbound_names(texts[rel], function, spec.alias)]
+                  for where in bindings.unbound_names(plan.rendered[(rel, function)], definition.fragment.start,
+                                                      plan.sources[rel].tree, function, spec.alias)]
     return found
 
 
@@ -155,11 +158,9 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         for rel in files & set(state["files"]):
             _verify_file(root, state, rel)
         sharing = [s for n, s in _applied_specs(state, root).items() if _touches(state, n, files)]
+        texts = compile_spec(prepared)  # the spec alone holds on this release, its bindings included
         if sharing:
             texts = patched_texts([*sharing, spec], files, root, state)
-            raise_binding_problems(binding_problems(prepared, texts), spec)
-        else:
-            texts = compile_spec(prepared)
         writes: dict[Path, bytes | None] = {}
         for rel in sorted(files):
             current = root.read_bytes(rel)
@@ -287,7 +288,8 @@ def check(spec_path: str, release: str, root_path: str, only: set[str] | None = 
     lines = [_plan_line(r) for r in prepared.plan.resolved]
     if prepared.plan.errors:
         return CheckResult(2, lines)
-    problems = binding_problems(prepared, planner.emit(prepared.plan, [prepared.spec]))
+    planner.emit(prepared.plan, [prepared.spec])
+    problems = binding_problems(prepared)
     if problems:
         return CheckResult(2, lines + [f"binding: {p}" for p in problems])
     marker = prepared.spec.marker
