@@ -116,7 +116,7 @@ def _rows(plan) -> list[dict]:
 
 def cmd_compile(args) -> int:
     prepared = ops.prepare(args.spec, args.release, args.root, _only(args))
-    lines = [ops._plan_line(r) for r in prepared.plan.resolved]
+    lines = [ops.plan_line(r) for r in prepared.plan.resolved]
     texts = ops.compile_spec(prepared)
     if args.output:
         out = Path(args.output)

@@ -22,7 +22,7 @@ from compiler import drift as driftmod
 from patchspec import cache, profiles, state as staterec, yamlloc
 from patchspec.errors import PatchspecError
 from patchspec.model import Spec
-from patchspec.ops import _pristine_reader
+from patchspec.ops import pristine_reader
 from patchspec.root import Root
 from patchspec.spec import load_spec
 
@@ -71,7 +71,7 @@ def drift(spec_path: str, root_path: str, release: str = "auto", baseline: str |
     release, note = pick_release(base, directory, root, release)
     profile = profiles.load_profile(directory, release)
     spec = profiles.for_release(base, profile)
-    read = _pristine_reader(root, staterec.load(root))
+    read = pristine_reader(root, staterec.load(root))
     rows = driftmod.report(spec, read, root.has_package, profile.fingerprints(spec.name),
                            _baseline_reader(baseline, profile),
                            *((cached_file_drift, cached_obsolete_line) if use_cache else ()))
@@ -267,7 +267,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     if path.exists() and not force:
         raise PatchspecError(f"{path.name} exists; --force to replace it", file=str(path))
     previous = profiles.load_profile(directory, old) if old else None
-    read = _pristine_reader(root, staterec.load(root))
+    read = pristine_reader(root, staterec.load(root))
     versions = root.installed_versions()
     specs_out, needs, notes, packages = {}, [], [], set()
     for spec_path in spec_paths:

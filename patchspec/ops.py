@@ -42,12 +42,12 @@ def prepare(spec_path: str, release: str, root_path: str, only: set[str] | None 
     spec = profiles.for_release(base, profile)
     snippets.validate(spec)
     state = staterec.load(root) if state is None else state
-    read = _pristine_reader(root, state)
+    read = pristine_reader(root, state)
     plan = planner.resolve([spec], read, root.has_package, only)
     return Prepared(spec, release, root, plan, profile, Path(spec_path).read_bytes(), read)
 
 
-def _pristine_reader(root: Root, state: dict):
+def pristine_reader(root: Root, state: dict):
     """Read a file as it was before any spec patched it."""
     def read(rel: str) -> str | None:
         if rel in state["files"]:
@@ -86,7 +86,7 @@ def patched_texts(specs: list[Spec], files: set[str], root: Root, state: dict) -
     that the text does not depend on the order the specs were applied in."""
     scoped = [s.with_targets(tuple(t for t in s.targets if t.file in files))
               for s in sorted(specs, key=lambda s: s.name)]
-    plan = planner.resolve(scoped, _pristine_reader(root, state), root.has_package,
+    plan = planner.resolve(scoped, pristine_reader(root, state), root.has_package,
                            {f.split("/", 1)[0] for f in files})
     raise_plan_errors(plan)
     try:
@@ -285,7 +285,7 @@ def check(spec_path: str, release: str, root_path: str, only: set[str] | None = 
     if rec is not None:
         return CheckResult(2, [f"applied from another spec version or release ({rec['release']})"])
     prepared = prepare(spec_path, release, root_path, only, state)
-    lines = [_plan_line(r) for r in prepared.plan.resolved]
+    lines = [plan_line(r) for r in prepared.plan.resolved]
     if prepared.plan.errors:
         return CheckResult(2, lines)
     planner.emit(prepared.plan, [prepared.spec])
@@ -308,7 +308,7 @@ def _matches_record(root: Root, state: dict, rel: str) -> bool:
     return staterec.sha256(data) == want
 
 
-def _plan_line(r: planner.Resolved) -> str:
+def plan_line(r: planner.Resolved) -> str:
     where = f"{r.file}:{r.line}" if r.line else r.file
     detail = f" ({r.detail})" if r.detail and not r.ok else ""
     state = "would apply" if r.ok else r.status
