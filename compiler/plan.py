@@ -115,7 +115,7 @@ def emit(plan: Plan, specs: Iterable[Spec]) -> dict[str, str]:
     """The patched text of every file the plan changes. The plan must have no errors."""
     if plan.errors:
         raise ValueError("cannot emit a plan with unresolved transforms")
-    aliases = {spec.name: spec for spec in specs}
+    by_name = {spec.name: spec for spec in specs}
     _check_conflicts(plan)
     out: dict[str, str] = {}
     for path in plan.files:
@@ -123,7 +123,7 @@ def emit(plan: Plan, specs: Iterable[Spec]) -> dict[str, str]:
         rows = [r for r in plan.resolved if r.ok and r.file == path]
         line_edits: list[LineEdit] = []
         for owner in dict.fromkeys(r.spec for r in rows):
-            spec = aliases[owner]
+            spec = by_name[owner]
             text = f"from {RUNTIME_PACKAGE} import {spec.snippet_package} as {spec.alias}"
             line_edits.append(LineEdit(source.import_line(), marked_line(text, spec.marker, "", source.newline),
                                        owner))
