@@ -140,12 +140,6 @@ def top1_matches(a: list[list[list]], b: list[list[list]]) -> tuple[int, int, fl
     return agree, total, worst
 
 
-def over_cap_steps(steps: list[dict], pp: int) -> list[dict]:
-    """Decode steps carrying more than their share, ceil(unfinished / pp), of the running requests: the
-    microbatches are uneven (stock vLLM splits them only by the timing of the requests' arrival)."""
-    return [s for s in steps if s["ctx"] == 0 and s["unfinished"] > 1 and s["gen"] > -(-s["unfinished"] // pp)]
-
-
 def turn_taking_steps(steps: list[dict]) -> list[tuple[dict, dict]]:
     """Pairs of consecutive decode steps that must share a request: together they carry more requests
     than were unfinished when the first returned. A request in flight cannot be scheduled again, so the

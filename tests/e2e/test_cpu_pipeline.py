@@ -93,14 +93,14 @@ def test_steps_overlap_at_size_2(runs):
     assert h.turn_taking_steps(steps) == [], steps
 
 
-def test_stock_size_2_takes_turns_and_reads_every_layer(runs):
-    """The measures can fail: without the pipeline-parallel spec they see what the issue describes."""
+def test_stock_size_2_reads_every_layer(runs):
+    """The reads measure can fail: without the pipeline-parallel spec each stage reads every layer.
+
+    Whether stock vLLM takes turns here depends on when the requests reach the engine core (on a quiet
+    machine they arrive spread over the first steps and stock happens to split them), so the negative
+    control of the overlap lives in tests/vllm, where the real scheduler is driven step by step."""
     stock = runs["pp2_stock"]
     assert stock["tokens"] == runs["pp1"]["tokens"]
-    # All requests in one step, then none (turn-taking), or, when they arrived spread over the first steps,
-    # microbatches as uneven as that arrival: either way not the fix's even split.
-    misfits = len(h.turn_taking_steps(stock["steps"])) + len(h.over_cap_steps(stock["steps"], 2))
-    assert misfits >= MAX_TOKENS // 2, stock["steps"]
     for rank in (0, 1):
         assert len(_layers_read(stock["reads"][rank])) == TENSORS_PER_LAYER * LAYERS
 
