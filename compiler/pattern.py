@@ -141,7 +141,3 @@ def compile_pattern(text: str, form: str):
     """Parse a pattern and return its matcher."""
     return to_matcher(parse(text, form))
 
-
-def find(tree: cst.CSTNode, matcher) -> list[cst.CSTNode]:
-    """All nodes in ``tree`` (itself included) that the matcher matches, in source order."""
-    return list(m.findall(tree, matcher))

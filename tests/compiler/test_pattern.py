@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 import pytest
 
 from compiler import pattern
@@ -9,8 +10,7 @@ from compiler import pattern
 
 def matches(pat: str, code: str, form: str = "statement") -> bool:
     node = cst.parse_module(code + "\n").body[0] if form == "statement" else cst.parse_expression(code)
-    return bool(pattern.find(node, pattern.compile_pattern(pat, form))) and \
-        pattern.find(node, pattern.compile_pattern(pat, form))[0] is node
+    return m.matches(node, pattern.compile_pattern(pat, form))
 
 
 @pytest.mark.parametrize("pat, code, form, expected", [
