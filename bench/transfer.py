@@ -86,7 +86,7 @@ def _decode(stage, t, pp, tp_group):
     import torch
     import torch.distributed as dist
 
-    from runtime_snippets.pipeline_parallel import StageTransfer
+    from patchspec.runtime_snippets.pipeline_parallel import StageTransfer
 
     hidden = torch.randn(DECODE_TOKENS, HIDDEN).bfloat16()
     tensors = {"hidden_states": hidden, "residual": hidden.clone()}
@@ -137,7 +137,7 @@ def _prefill(stage, t, pp, tp_group):
     import torch
     import torch.distributed as dist
 
-    from runtime_snippets.pipeline_parallel import StageTransfer
+    from patchspec.runtime_snippets.pipeline_parallel import StageTransfer
 
     peer = 1 - stage
     ack = torch.zeros(1, dtype=torch.int64)

@@ -17,8 +17,8 @@ from pathlib import Path
 import yaml
 from packaging.version import InvalidVersion, Version
 
-import compiler
-from compiler import drift as driftmod
+from patchspec import compiler
+from patchspec.compiler import drift as driftmod
 from patchspec import cache, profiles, state as staterec, yamlloc
 from patchspec.errors import PatchspecError
 from patchspec.model import Spec

@@ -1,19 +1,74 @@
-"""The one error type the CLI turns into a one-line message and a non-zero exit."""
+"""The exit codes of every verb and the one error type the CLI turns into a one-line message.
+
+| code | meaning |
+| --- | --- |
+| 0 | success; check: applied; drift: no drift |
+| 1 | check: not applied, would apply cleanly; drift/matrix: drift that still applies |
+| 2 | user error: bad input, a refusal; nothing was written |
+| 3 | internal error (a bug): one line, ``--debug`` shows the traceback |
+| 4 | check/drift/matrix: the spec does not hold on this root (an anchor or binding needs a human) |
+| 64 | command-line usage error (unknown verb or option, missing argument) |
+| 130 | interrupted (Ctrl-C, SIGTERM); a writing verb rolled back first |
+"""
 from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Exit(enum.IntEnum):
+    OK = 0
+    PENDING = 1
+    USER = 2
+    INTERNAL = 3
+    BROKEN = 4
+    USAGE = 64
+    INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class Location:
+    """A place an error points at: a spec's line and column, or a source file's line."""
+
+    file: str
+    line: int | None = None
+    col: int | None = None
+
+    def __str__(self) -> str:
+        return ":".join(str(p) for p in (self.file, self.line, self.col) if p is not None)
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "line": self.line, "col": self.col}
 
 
 class PatchspecError(Exception):
-    """A user-facing error: ``file:line:col: message`` where a location is known."""
+    """A user-facing error: ``file:line:col: message`` where a location is known.
+
+    ``file``/``line``/``col`` give the first location; ``also`` adds more (a spec position and a source
+    position both fit), shown after the message.
+    """
 
     def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
-                 col: int | None = None, exit_code: int = 2) -> None:
+                 col: int | None = None, also: tuple[Location, ...] = (), exit_code: int = Exit.USER) -> None:
         super().__init__(message)
         self.message = message
-        self.file = file
-        self.line = line
-        self.col = col
+        self.locations: tuple[Location, ...] = ((Location(file, line, col),) if file is not None else ()) + tuple(also)
         self.exit_code = exit_code
 
+    @property
+    def file(self) -> str | None:
+        return self.locations[0].file if self.locations else None
+
+    @property
+    def line(self) -> int | None:
+        return self.locations[0].line if self.locations else None
+
     def __str__(self) -> str:
-        where = [str(p) for p in (self.file, self.line, self.col) if p is not None]
-        return ":".join(where) + f": {self.message}" if where else self.message
+        if not self.locations:
+            return self.message
+        first, *rest = self.locations
+        more = f" (see {', '.join(map(str, rest))})" if rest else ""
+        return f"{first}: {self.message}{more}"
+
+    def to_json(self) -> dict:
+        return {"message": self.message, "locations": [loc.to_json() for loc in self.locations]}

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compiler import bindings, plan as planner, snippet_api
-from compiler.edits import NodeEdit
+from patchspec.compiler import bindings, plan as planner, snippet_api
+from patchspec.compiler.edits import NodeEdit
 from patchspec import profiles, snippets, state as staterec, txn
 from patchspec.errors import PatchspecError
 from patchspec.model import Spec

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import libcst as cst
 
-import runtime_snippets
-from compiler import pattern, snippet_api
-from compiler.plan import RUNTIME_PACKAGE
+from patchspec import runtime_snippets
+from patchspec.compiler import pattern, snippet_api
+from patchspec.compiler.plan import RUNTIME_PACKAGE
 from patchspec.errors import PatchspecError
 from patchspec.model import Spec
 

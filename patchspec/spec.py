@@ -12,7 +12,7 @@ from pathlib import Path
 
 import jsonschema
 
-from compiler import pattern
+from patchspec.compiler import pattern
 from patchspec import yamlloc
 from patchspec.errors import PatchspecError
 from patchspec.model import Loc, ObsoleteWhen, Spec, Target, Transform

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler import drift
-from compiler.fingerprint import Change
+from patchspec.compiler import drift
+from patchspec.compiler.fingerprint import Change
 from patchspec import drift_report
 from patchspec.cli import main
 from patchspec.model import Loc, ObsoleteWhen

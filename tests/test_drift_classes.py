@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from compiler import drift
+from patchspec.compiler import drift
 from patchspec.spec import load_spec_bytes
 
 SPEC = load_spec_bytes(b"""

@@ -13,8 +13,8 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from compiler import drift
-from compiler.fingerprint import Change
+from patchspec.compiler import drift
+from patchspec.compiler.fingerprint import Change
 from patchspec import drift_report
 from test_drift import ALL, PROBE, by_key, small_root
 

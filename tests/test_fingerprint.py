@@ -5,8 +5,8 @@ import textwrap
 
 import pytest
 
-from compiler import fingerprint
-from compiler.source import SourceFile
+from patchspec.compiler import fingerprint
+from patchspec.compiler.source import SourceFile
 
 BASE = '''
 class Runner:

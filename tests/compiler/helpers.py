@@ -1,7 +1,7 @@
 """Build a spec in memory and run the compiler on one source text."""
 from __future__ import annotations
 
-from compiler import plan as planner
+from patchspec.compiler import plan as planner
 from patchspec.spec import build_spec
 
 FILE = "pkg/mod.py"

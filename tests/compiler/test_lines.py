@@ -8,8 +8,8 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from compiler.source import SourceFile
-from compiler.transforms.context import Definition
+from patchspec.compiler.source import SourceFile
+from patchspec.compiler.transforms.context import Definition
 
 CASES = [
     ("vllm/v1/core/sched/scheduler.py", "Scheduler.schedule"),

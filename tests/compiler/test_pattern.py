@@ -5,7 +5,7 @@ import libcst as cst
 import libcst.matchers as m
 import pytest
 
-from compiler import pattern
+from patchspec.compiler import pattern
 
 
 def matches(pat: str, code: str, form: str = "statement") -> bool:

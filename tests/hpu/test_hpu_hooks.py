@@ -8,9 +8,9 @@ import types
 import pytest
 import torch
 
-from runtime_snippets.pipeline_parallel import (ran_non_last_stage, sent_to_next_stage, skip_on_non_last_stage,
+from patchspec.runtime_snippets.pipeline_parallel import (ran_non_last_stage, sent_to_next_stage, skip_on_non_last_stage,
                                                 stage_input, stage_output, take_intermediate_tensors)
-from runtime_snippets.pipeline_parallel.runner import Stage
+from patchspec.runtime_snippets.pipeline_parallel.runner import Stage
 
 
 def _runner(pp=1, stage=None):

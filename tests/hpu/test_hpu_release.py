@@ -10,11 +10,11 @@ import pytest
 
 import call_order
 from conftest import FIXTURE, SPEC
-from compiler import bindings, plan as planner
+from patchspec.compiler import bindings, plan as planner
 from patchspec import ops
 from patchspec.errors import PatchspecError
 from patchspec.root import Root
-from runtime_snippets.pipeline_parallel import graphs, runner, worker
+from patchspec.runtime_snippets.pipeline_parallel import graphs, runner, worker
 
 RUNNER = "vllm_gaudi/v1/worker/hpu_model_runner.py"
 GAUDI_USES = runner.USES | worker.USES

@@ -16,7 +16,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from hpu_stages import START_S, free_port, import_root
-from runtime_snippets.pipeline_parallel import checked_world_without_hccl
+from patchspec.runtime_snippets.pipeline_parallel import checked_world_without_hccl
 
 
 def _worker_main(root, rank, inbox, results):

@@ -24,7 +24,7 @@ import torch.multiprocessing as mp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime_snippets.pipeline_parallel import PipelineDesyncError, PipelinePeerError, StageTransfer, wire
+from patchspec.runtime_snippets.pipeline_parallel import PipelineDesyncError, PipelinePeerError, StageTransfer, wire
 
 SESSION_S = 40.0
 

@@ -8,7 +8,7 @@ import json
 import pytest
 from transformers import PretrainedConfig
 
-from runtime_snippets.pipeline_parallel.partition import RULES, valid_partition
+from patchspec.runtime_snippets.pipeline_parallel.partition import RULES, valid_partition
 from vllm_runs import RELEASES, result, start
 
 # Eight layers, IndexCache every 2nd layer after an offset of 2: layers 2, 4, 6 reuse the indexer.

@@ -4,8 +4,8 @@ The line goes after the class's last statement, at the indentation of its first:
 """
 from __future__ import annotations
 
-from compiler.edits import LineEdit, marked_line
-from compiler.transforms.context import TargetContext
+from patchspec.compiler.edits import LineEdit, marked_line
+from patchspec.compiler.transforms.context import TargetContext
 
 
 def _member(kind: str, ctx: TargetContext, name: str, value: str):

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from compiler import pattern
-from compiler.edits import NodeEdit, ResolveError
-from compiler.transforms.context import TargetContext
+from patchspec.compiler import pattern
+from patchspec.compiler.edits import NodeEdit, ResolveError
+from patchspec.compiler.transforms.context import TargetContext
 
 
 def add_argument(ctx: TargetContext, params: dict[str, str]):

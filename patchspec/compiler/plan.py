@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from compiler.edits import LineEdit, NodeEdit, ResolveError, marked_line
-from compiler.emit import render_fragment, splice
-from compiler.source import SourceError, SourceFile
-from compiler.transforms import TRANSFORMS
-from compiler.transforms.context import Definition, TargetContext
+from patchspec.compiler.edits import LineEdit, NodeEdit, ResolveError, marked_line
+from patchspec.compiler.emit import render_fragment, splice
+from patchspec.compiler.source import SourceError, SourceFile
+from patchspec.compiler.transforms import TRANSFORMS
+from patchspec.compiler.transforms.context import Definition, TargetContext
 from patchspec.model import Spec, Target
 
 RUNTIME_PACKAGE = "_patchspec_runtime"

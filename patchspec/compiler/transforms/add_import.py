@@ -1,8 +1,8 @@
 """``add_import``: a module-level import after the file's leading imports."""
 from __future__ import annotations
 
-from compiler.edits import LineEdit, marked_line
-from compiler.transforms.context import TargetContext
+from patchspec.compiler.edits import LineEdit, marked_line
+from patchspec.compiler.transforms.context import TargetContext
 
 
 def add_import(ctx: TargetContext, params: dict[str, str]):

@@ -10,9 +10,9 @@ import libcst as cst
 import libcst.matchers as m
 from libcst._nodes.internal import CodegenState
 
-from compiler import pattern
-from compiler.edits import ResolveError
-from compiler.source import DefNode, Fragment, SourceFile
+from patchspec.compiler import pattern
+from patchspec.compiler.edits import ResolveError
+from patchspec.compiler.source import DefNode, Fragment, SourceFile
 
 
 @dataclass(eq=False)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from compiler import pattern
+from patchspec.compiler import pattern
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from compiler import fingerprint, pattern
-from compiler.plan import SKIPPED, Plan, Resolved, resolve
-from compiler.source import SourceError, SourceFile, span
-from compiler.transforms.context import Definition
+from patchspec.compiler import fingerprint, pattern
+from patchspec.compiler.plan import SKIPPED, Plan, Resolved, resolve
+from patchspec.compiler.source import SourceError, SourceFile, span
+from patchspec.compiler.transforms.context import Definition
 from patchspec.model import ObsoleteWhen, Spec, Target, Transform
 
 UNCHANGED = "unchanged"            # fingerprint equals the recorded one, every anchor holds

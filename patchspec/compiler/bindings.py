@@ -20,7 +20,7 @@ import ast
 import builtins
 from collections.abc import Callable
 
-from compiler.snippet_api import signature
+from patchspec.compiler.snippet_api import signature
 
 
 def problems(uses: dict[str, list[str]], tree_of: Callable[[str], ast.Module | None]) -> list[str]:

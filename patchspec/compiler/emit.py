@@ -5,8 +5,8 @@ from collections import defaultdict
 
 import libcst as cst
 
-from compiler.edits import LineEdit, NodeEdit
-from compiler.source import Fragment, SourceFile
+from patchspec.compiler.edits import LineEdit, NodeEdit
+from patchspec.compiler.source import Fragment, SourceFile
 
 
 class _ApplyNodeEdits(cst.CSTTransformer):

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from compiler.pattern import semantic_fields
-from compiler.source import DefNode, SourceError, SourceFile, span
+from patchspec.compiler.pattern import semantic_fields
+from patchspec.compiler.source import DefNode, SourceError, SourceFile, span
 
 LITERALS = (cst.SimpleString, cst.Integer, cst.Float, cst.Imaginary)
 BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")

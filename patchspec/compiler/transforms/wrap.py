@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from compiler.edits import NodeEdit
-from compiler.transforms.context import TargetContext
+from patchspec.compiler.edits import NodeEdit
+from patchspec.compiler.transforms.context import TargetContext
 
 
 def wrap(ctx: TargetContext, params: dict[str, str]):

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from compiler.edits import NodeEdit, ResolveError, marked
-from compiler.transforms.context import TargetContext
+from patchspec.compiler.edits import NodeEdit, ResolveError, marked
+from patchspec.compiler.transforms.context import TargetContext
 
 
 def _resolve(action: str, ctx: TargetContext, params: dict[str, str]) -> tuple[int, list[NodeEdit]]:
