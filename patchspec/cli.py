@@ -1,172 +1,261 @@
-"""The ``patchspec`` command line. Every verb prints one line per fact; ``--json`` prints one document.
+"""The ``patchspec`` command line. Every verb prints one line per fact; ``--json`` prints one envelope.
 
-Exit codes: 0 success (check: applied), 1 check/drift: not applied but applies cleanly, or drift that still
-applies, 2 any error (bad input, drift that breaks the spec); the error is one line ``file:line:col: what``.
+Exit codes (one table for every verb, see ``patchspec.errors``): 0 ok or applied, 1 would apply or drift
+that still applies, 2 user error, 3 internal error, 4 the spec does not hold on the root, 64 usage error,
+130 interrupted. An error is one line, ``patchspec: file:line:col: what is wrong``; ``--debug`` adds the
+traceback of an internal error.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+import traceback
+from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
 
 from patchspec import ops
-from patchspec.errors import PatchspecError
+from patchspec.errors import Exit, PatchspecError, severity_exit
 
 
-def _add_common(parser: argparse.ArgumentParser, release: bool = True, root: bool = True) -> None:
-    parser.add_argument("spec", help="the spec YAML file")
-    if release:
-        parser.add_argument("--release", default="auto",
-                            help="a profile in specs/releases/, or auto (read the versions under the root)")
-    if root:
-        parser.add_argument("--root", required=True, help="site-packages or source tree to patch")
+@dataclass
+class Outcome:
+    """What a verb did: its exit code, one JSON record per fact, and the lines a person reads."""
+
+    exit: int
+    results: list[dict] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with usage errors on their own exit code instead of 2 (a user error of patchspec's)."""
+
+    def error(self, message: str):
+        self.print_usage(sys.stderr)
+        self.exit(Exit.USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds >= 0")
+    return value
+
+
+def _spec_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("spec", help="a spec YAML file, or the name of a spec shipped with patchspec")
+
+
+def _release_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--release", default="auto",
+                        help="a release profile in releases/ beside the spec, or auto (default): the profile "
+                             "whose versions match the packages installed under the root")
+
+
+def _root_args(parser: argparse.ArgumentParser, only: bool = True) -> None:
+    parser.add_argument("--root", required=True, help="site-packages or source tree to patch")
+    if only:
         parser.add_argument("--only", action="append", metavar="PACKAGE",
                             help="patch only the targets of this top-level package (repeatable)")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _lock_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lock-timeout", type=_seconds, default=30.0, metavar="SECONDS",
+                        help="how long to wait for another patchspec writing to the root (default 30)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="patchspec", description=__doc__.splitlines()[0])
-    verbs = parser.add_subparsers(dest="verb", required=True)
-    p = verbs.add_parser("compile", help="resolve every anchor and print the plan; writes nothing to the root")
-    _add_common(p)
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
+    common = argparse.ArgumentParser(add_help=False, parents=[debug])
+    common.add_argument("--json", action="store_true", help="print one JSON envelope instead of lines")
+    parser = _Parser(prog="patchspec", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"patchspec {_version()}")
+    verbs = parser.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+
+    def verb(name: str, help: str, parents=(common,)) -> argparse.ArgumentParser:
+        return verbs.add_parser(name, help=help, description=help, parents=list(parents))
+
+    p = verb("compile", "resolve every anchor, print the plan and the drift report; writes nothing to the root")
+    _spec_arg(p), _release_arg(p), _root_args(p)
     p.add_argument("-o", "--output", help="write the patched files under this directory")
-    p = verbs.add_parser("apply", help="patch the root in place, all files or none")
-    _add_common(p)
-    p.add_argument("--lock-timeout", type=float, default=30.0)
-    p = verbs.add_parser("unapply", help="restore every file byte for byte")
-    _add_common(p, release=False)
+    p = verb("apply", "patch the root in place, all files or none")
+    _spec_arg(p), _release_arg(p), _root_args(p), _lock_arg(p)
+    p = verb("unapply", "restore every file the spec patched, byte for byte")
+    _spec_arg(p), _root_args(p, only=False), _lock_arg(p)
     p.add_argument("--force", action="store_true", help="restore even files edited since apply")
-    p.add_argument("--lock-timeout", type=float, default=30.0)
-    p = verbs.add_parser("check", help="0 applied, 1 would apply cleanly, 2 drifted")
-    _add_common(p)
-    p = verbs.add_parser("diff", help="the change as a unified diff that patch -p1 and git apply accept")
-    _add_common(p)
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    p = verb("check", "one line per transform: 0 applied, 1 would apply cleanly, 4 does not hold")
+    _spec_arg(p), _release_arg(p), _root_args(p)
+    p = verb("diff", "the change as a unified diff that patch -p1 and git apply accept")
+    _spec_arg(p), _release_arg(p), _root_args(p)
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                   help="colour the diff (auto: when printing to a terminal)")
     p.add_argument("--patched-only", action="store_true",
                    help="leave out the snippet files that apply installs (the diff is then not complete)")
-    p = verbs.add_parser("validate", help="check the spec against the schema and its snippet package")
-    _add_common(p, release=False, root=False)
-    _add_drift_verbs(verbs)
-    _add_demo_verb(verbs)
+    p = verb("validate", "check the spec against the schema and its snippet package")
+    _spec_arg(p)
+    _add_drift_verbs(verb, verbs, common)
+    p = verb("demo", "show a spec at work on a release fetched from PyPI, then undo it byte for byte", (debug,))
+    p.add_argument("--pypi", default="vllm==0.30.0", metavar="NAME==VERSION",
+                   help="the wheel to fetch and patch a copy of (default vllm==0.30.0)")
+    p.add_argument("--spec", default=None, help="default: the shipped pipeline-parallel spec")
     return parser
 
 
-def _add_drift_verbs(verbs) -> None:
-    p = verbs.add_parser("drift", help="0 no drift, 1 drift that still applies, 2 broken; writes nothing")
-    _add_common(p, root=False)
+def _add_drift_verbs(verb, verbs, common) -> None:
+    p = verb("drift", "the drift class of every target and transform: 0 none, 1 still applies, 4 broken; "
+                      "writes nothing")
+    _spec_arg(p), _release_arg(p)
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--root", help="site-packages or source tree to check")
     where.add_argument("--pypi", metavar="NAME==VERSION", help="check that wheel from PyPI (cached)")
     p.add_argument("--baseline", help="a root of the profiled release, or pypi (its pinned wheels): report "
                                       "changed statement ranges and where each anchor moved")
     p.add_argument("--no-cache", action="store_true", help="do not read or fill the drift cache")
-    p = verbs.add_parser("matrix", help="drift class of every target and transform on several roots")
-    _add_common(p, root=False)
+    p = verb("matrix", "drift class of every target and transform on several roots, one column each")
+    _spec_arg(p), _release_arg(p)
     p.add_argument("--root", action="append", default=[], help="a root: one column (repeatable)")
     p.add_argument("--pypi", action="append", default=[], metavar="NAME==VERSION",
                    help="a wheel from PyPI (cached): one column (repeatable)")
-    p.add_argument("--markdown", action="store_true", help="a Markdown table")
-    actions = verbs.add_parser("profile", help="release profiles").add_subparsers(dest="action", required=True)
-    p = actions.add_parser(
-        "new", help="draft specs/releases/RELEASE.yaml when every anchor resolves; else list what needs a human")
-    p.add_argument("release")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    p.add_argument("--no-cache", action="store_true", help="do not read or fill the drift cache")
+    profile = verbs.add_parser("profile", help="release profiles", description="release profiles")
+    actions = profile.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    p = actions.add_parser("new", help="draft releases/RELEASE.yaml beside the spec when every anchor resolves; "
+                                       "else list what needs a human", parents=[common])
+    p.add_argument("release", help="the name of the new profile, e.g. v0.31.0")
     p.add_argument("--root", required=True, help="a root holding the new release")
     p.add_argument("--spec", action="extend", nargs="+", required=True, help="the specs the profile covers")
     p.add_argument("--from", dest="old", help="the profile whose overrides to carry over")
     p.add_argument("--force", action="store_true", help="replace an existing profile")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def _add_demo_verb(verbs) -> None:
-    p = verbs.add_parser("demo", help="show the spec at work on a vLLM release fetched from PyPI")
-    p.add_argument("--pypi", default="vllm==0.30.0", metavar="NAME==VERSION")
-    p.add_argument("--spec", default=None, help="default: specs/pipeline-parallel.yaml of this checkout")
+def _version() -> str:
+    try:
+        return metadata.version("patchspec")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
-        return VERBS[args.verb](args)
+        _locate_specs(args)
+        outcome = VERBS[args.verb](args)
     except PatchspecError as exc:
-        if getattr(args, "json", False):
-            print(json.dumps({"error": str(exc)}))
-        print(f"patchspec: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _fail(args, exc.exit_code, str(exc), exc.to_json())
+    except KeyboardInterrupt:
+        return _fail(args, Exit.INTERRUPTED, "interrupted", {"message": "interrupted", "locations": []})
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback on request
+        if args.debug:
+            traceback.print_exc()
+        message = f"internal error: {type(exc).__name__}: {exc}" + ("" if args.debug else "; --debug shows where")
+        return _fail(args, Exit.INTERNAL, message, {"message": message, "locations": []})
+    if getattr(args, "json", False):
+        print(json.dumps(envelope(args.verb, outcome.exit, outcome.results, None), indent=1))
+    else:
+        for line in outcome.lines:
+            print(line)
+    return outcome.exit
+
+
+def _locate_specs(args) -> None:
+    from patchspec.spec import locate
+
+    if args.verb == "unapply":  # takes an applied spec's name too
+        return
+    if isinstance(getattr(args, "spec", None), str):
+        args.spec = locate(args.spec)
+    elif isinstance(getattr(args, "spec", None), list):
+        args.spec = [locate(s) for s in args.spec]
+
+
+def envelope(verb: str, code: int, results: list[dict], error: dict | None) -> dict:
+    """The one JSON document every verb prints (schema: ``patchspec/schema/output.schema.json``)."""
+    return {"verb": verb, "exit": int(code), "results": results, "error": error}
+
+
+def _fail(args, code: int, message: str, error: dict) -> int:
+    if getattr(args, "json", False):
+        print(json.dumps(envelope(args.verb, code, [], error), indent=1))
+    print(f"patchspec: {message}", file=sys.stderr)
+    return code
 
 
 def _only(args) -> set[str] | None:
     return set(args.only) if args.only else None
 
 
-def _emit(args, document: dict, lines: list[str]) -> None:
-    if args.json:
-        print(json.dumps(document, indent=1))
-    else:
-        for line in lines:
-            print(line)
+def _row(r) -> dict:
+    return {"type": "transform", "spec": r.spec, "target": r.target, "index": r.index, "kind": r.kind,
+            "file": r.file, "function": r.function, "status": r.status, "line": r.line, "detail": r.detail}
 
 
-def _rows(plan) -> list[dict]:
-    return [{"spec": r.spec, "target": r.target, "index": r.index, "kind": r.kind, "file": r.file,
-             "function": r.function, "status": r.status, "line": r.line, "detail": r.detail, "lines": r.lines}
-            for r in plan.resolved]
-
-
-def cmd_compile(args) -> int:
-    prepared = ops.prepare(args.spec, args.release, args.root, _only(args))
-    lines = [ops.plan_line(r) for r in prepared.plan.resolved]
-    texts = ops.compile_spec(prepared)
-    if args.output:
-        out = Path(args.output)
-        for rel, text in texts.items():
-            (out / rel).parent.mkdir(parents=True, exist_ok=True)
-            (out / rel).write_text(text, encoding="utf-8")
-        lines.append(f"wrote {len(texts)} file(s) under {out}")
+def cmd_compile(args) -> Outcome:
     from patchspec import drift_report
 
+    prepared = ops.prepare(args.spec, args.release, args.root, _only(args))
+    texts = ops.compile_spec(prepared)
+    out = Outcome(Exit.OK, [_row(r) for r in prepared.plan.resolved],
+                  [ops.plan_line(r) for r in prepared.plan.resolved])
+    if args.output:
+        for rel, text in texts.items():
+            _write_output(Path(args.output), rel, text)
+            out.results.append({"type": "file", "path": rel, "action": "written", "under": args.output})
+        out.lines.append(f"wrote {len(texts)} file(s) under {args.output}")
     drifted = drift_report.drift(args.spec, args.root, prepared.release)
-    lines += drift_report.report_lines(drifted)
-    _emit(args, {"release": prepared.release, "plan": _rows(prepared.plan), "files": sorted(texts),
-                 "drift": drift_report.report_json(drifted)}, lines)
-    return 0
+    out.results += drift_report.report_json(drifted)
+    out.lines += drift_report.report_lines(drifted)
+    return out
 
 
-def cmd_apply(args) -> int:
+def _write_output(out: Path, rel: str, text: str) -> None:
+    try:
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise PatchspecError(f"cannot write the compiled file: {exc.strerror}", file=str(out / rel)) from None
+
+
+def cmd_apply(args) -> Outcome:
     result = ops.apply(args.spec, args.release, args.root, _only(args), args.lock_timeout)
-    lines = [f"skipped: {r.target}#{r.index} {r.kind} ({r.detail})" for r in result.skipped]
-    verb = "patched" if result.changed else "already applied, unchanged"
-    lines += [f"{verb}: {rel}" for rel in result.files]
-    _emit(args, {"changed": result.changed, "files": result.files,
-                 "skipped": [f"{r.target}#{r.index}" for r in result.skipped]}, lines)
-    return 0
+    out = Outcome(Exit.OK)
+    for r in result.skipped:
+        out.results.append({**_row(r), "status": "skipped"})
+        out.lines.append(f"skipped: {r.target}#{r.index} {r.kind} ({r.detail})")
+    action = "patched" if result.changed else "unchanged"
+    for rel in result.files:
+        out.results.append({"type": "file", "path": rel, "action": action})
+        out.lines.append(f"{'patched' if result.changed else 'already applied, unchanged'}: {rel}")
+    return out
 
 
-def cmd_unapply(args) -> int:
+def cmd_unapply(args) -> Outcome:
     files = ops.unapply(args.spec, args.root, args.force, args.lock_timeout)
-    _emit(args, {"restored": files}, [f"restored: {rel}" for rel in files])
-    return 0
+    return Outcome(Exit.OK, [{"type": "file", "path": rel, "action": "restored"} for rel in files],
+                   [f"restored: {rel}" for rel in files])
 
 
-def cmd_check(args) -> int:
+def cmd_check(args) -> Outcome:
     result = ops.check(args.spec, args.release, args.root, _only(args))
-    _emit(args, {"code": result.code, "lines": result.lines}, result.lines)
-    return result.code
+    return Outcome(result.code, [_row(r) for r in result.rows] + [dict(p) for p in result.problems],
+                   [ops.check_line(r) for r in result.rows] + [p["detail"] for p in result.problems])
 
 
-def cmd_diff(args) -> int:
+def cmd_diff(args) -> Outcome:
     from patchspec.difftext import unified
 
     prepared = ops.prepare(args.spec, args.release, args.root, _only(args))
-    text = "".join(unified(rel, old, new) for rel, old, new in ops.diff_texts(prepared)
-                   if old is not None or not args.patched_only)
-    if args.json:
-        print(json.dumps({"diff": text}))
-        return 0
-    color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
-    sys.stdout.write(_colorize(text) if color else text)
-    return 0
+    pieces = [(rel, unified(rel, old, new)) for rel, old, new in ops.diff_texts(prepared)
+              if old is not None or not args.patched_only]
+    text = "".join(piece for _, piece in pieces)
+    if not args.json:
+        color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+        sys.stdout.write(_colorize(text) if color else text)
+    return Outcome(Exit.OK, [{"type": "diff", "path": rel, "diff": piece} for rel, piece in pieces if piece])
 
 
 def _colorize(text: str) -> str:
@@ -178,60 +267,57 @@ def _colorize(text: str) -> str:
     return "".join(out)
 
 
-def cmd_validate(args) -> int:
+def cmd_validate(args) -> Outcome:
     from patchspec import snippets
     from patchspec.spec import load_spec
 
     spec = load_spec(args.spec)
     snippets.validate(spec)
     count = sum(len(t.transforms) for t in spec.targets)
-    _emit(args, {"spec": spec.name, "targets": len(spec.targets), "transforms": count},
-          [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms"])
-    return 0
+    return Outcome(Exit.OK, [{"type": "spec", "spec": spec.name, "targets": len(spec.targets),
+                              "transforms": count}],
+                   [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms"])
 
 
-def cmd_drift(args) -> int:
+def cmd_drift(args) -> Outcome:
     from patchspec import drift_report
 
     if args.pypi:
         result = drift_report.pypi_drift(args.spec, args.pypi, args.release, args.baseline, not args.no_cache)
     else:
         result = drift_report.drift(args.spec, args.root, args.release, args.baseline, not args.no_cache)
-    _emit(args, drift_report.report_json(result), drift_report.report_lines(result))
-    return result.code
+    return Outcome(severity_exit(result.code), drift_report.report_json(result), drift_report.report_lines(result))
 
 
-def cmd_matrix(args) -> int:
+def cmd_matrix(args) -> Outcome:
     from patchspec import drift_report
-
     from patchspec.cache import pypi_root
 
     roots = args.root + [str(pypi_root(requirement)) for requirement in args.pypi]
     if not roots:
         raise PatchspecError("matrix needs at least one --root or --pypi")
-    m = drift_report.matrix(args.spec, roots, args.release)
+    m = drift_report.matrix(args.spec, roots, args.release, not args.no_cache)
     lines = drift_report.matrix_markdown(m) if args.markdown else drift_report.matrix_text(m)
-    _emit(args, drift_report.matrix_json(m), lines)
-    return m.code
+    return Outcome(severity_exit(m.code), drift_report.matrix_json(m), lines)
 
 
-def cmd_profile(args) -> int:
+def cmd_profile(args) -> Outcome:
     from patchspec import drift_report
 
     draft = drift_report.new_profile(args.release, args.root, args.spec, args.old, args.force)
+    results = [{"type": "needs-human", "detail": n} for n in draft.needs]
+    results += [{"type": "note", "detail": n} for n in draft.notes]
     if draft.text is None:
         lines = [f"needs a human: {n}" for n in draft.needs] + draft.notes + [f"nothing written: {draft.path}"]
-    else:
-        lines = draft.notes + [f"wrote {draft.path}"]
-    _emit(args, {"path": str(draft.path), "written": draft.text is not None, "needs": draft.needs,
-                 "notes": draft.notes}, lines)
-    return 0 if draft.text is not None else 2
+        return Outcome(Exit.BROKEN, results, lines)
+    results.append({"type": "file", "path": str(draft.path), "action": "written"})
+    return Outcome(Exit.OK, results, draft.notes + [f"wrote {draft.path}"])
 
 
-def cmd_demo(args) -> int:
+def cmd_demo(args) -> Outcome:
     from patchspec import demo
 
-    return demo.run(args.pypi, args.spec or str(demo.DEFAULT_SPEC), main)
+    return Outcome(demo.run(args.pypi, args.spec or str(demo.DEFAULT_SPEC), main))
 
 
 VERBS = {"compile": cmd_compile, "apply": cmd_apply, "unapply": cmd_unapply, "check": cmd_check,

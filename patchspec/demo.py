@@ -14,8 +14,7 @@ from pathlib import Path
 from patchspec import ops
 from patchspec.cache import pypi_root
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_SPEC = REPO / "specs" / "pipeline-parallel.yaml"
+DEFAULT_SPEC = Path(__file__).resolve().parent / "specs" / "pipeline-parallel.yaml"
 
 
 def tree_digest(root: Path) -> str:

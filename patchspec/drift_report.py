@@ -20,7 +20,7 @@ from packaging.version import InvalidVersion, Version
 from patchspec import compiler
 from patchspec.compiler import drift as driftmod
 from patchspec import cache, profiles, state as staterec, yamlloc
-from patchspec.errors import PatchspecError
+from patchspec.errors import PatchspecError, severity_exit
 from patchspec.model import Spec
 from patchspec.ops import pristine_reader
 from patchspec.root import Root
@@ -193,12 +193,14 @@ def report_lines(result: DriftResult) -> list[str]:
         hint = "; --baseline DIR (or pypi) shows what changed, where anchors moved, and ranks renamed targets"
     return [row_line(r, firsts[r.target] == r.index) for r in result.rows] + [
         f"drift of {result.spec.name} against release {result.release} ({result.note}): {summary}; "
-        f"exit {result.code}{hint}"]
+        f"exit {severity_exit(result.code)}{hint}"]
 
 
-def report_json(result: DriftResult) -> dict:
-    return {"spec": result.spec.name, "release": result.release, "note": result.note, "code": result.code,
-            "rows": [r.to_dict() for r in result.rows]}
+def report_json(result: DriftResult) -> list[dict]:
+    """One record per row, then the summary: the ``results`` of the JSON envelope."""
+    return [{"type": "drift", **r.to_dict()} for r in result.rows] + [
+        {"type": "drift-summary", "spec": result.spec.name, "release": result.release, "note": result.note,
+         "severity": result.code}]
 
 
 @dataclass
@@ -241,10 +243,10 @@ def matrix_text(m: Matrix) -> list[str]:
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
 
 
-def matrix_json(m: Matrix) -> dict:
-    return {"columns": [{"root": root, "release": release} for root, release in m.columns],
-            "rows": [{"target": t, "index": i, "kind": k, "cells": m.cells[(t, i)]} for t, i, k in m.rows],
-            "code": m.code}
+def matrix_json(m: Matrix) -> list[dict]:
+    return ([{"type": "matrix-column", "root": root, "release": release} for root, release in m.columns]
+            + [{"type": "matrix-row", "target": t, "index": i, "kind": k, "cells": m.cells[(t, i)]}
+               for t, i, k in m.rows])
 
 
 @dataclass

@@ -26,6 +26,11 @@ class Exit(enum.IntEnum):
     INTERRUPTED = 130
 
 
+def severity_exit(severity: int) -> Exit:
+    """A drift severity (0 none, 1 still applies, 2 broken) as the verb's exit code."""
+    return (Exit.OK, Exit.PENDING, Exit.BROKEN)[severity]
+
+
 @dataclass(frozen=True)
 class Location:
     """A place an error points at: a spec's line and column, or a source file's line."""

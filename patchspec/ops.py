@@ -6,13 +6,14 @@ specs can be applied and unapplied in any order and the root still comes back by
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchspec.compiler import bindings, plan as planner, snippet_api
 from patchspec.compiler.edits import NodeEdit
 from patchspec import profiles, snippets, state as staterec, txn
-from patchspec.errors import PatchspecError
+from patchspec.errors import Exit, PatchspecError
 from patchspec.model import Spec
 from patchspec.root import Root
 from patchspec.spec import load_spec, load_spec_bytes
@@ -108,7 +109,7 @@ def binding_problems(prepared: Prepared) -> list[str]:
     lacks, or a name the inserted code reads that the patched function does not bind before it."""
     spec, plan = prepared.spec, prepared.plan
     present = {r.file.split("/", 1)[0] for r in plan.resolved if r.status != planner.SKIPPED}
-    uses = {rel: entries for rel, entries in snippet_api.declared_uses(snippets.package_dir(spec)).items()
+    uses = {rel: entries for rel, entries in snippets.read_package(snippet_api.declared_uses, spec).items()
             if rel.split("/", 1)[0] in present}
     parsed = bindings.tree_reader(prepared.read)
     found = bindings.problems(uses, lambda rel: plan.sources[rel].tree if rel in plan.sources else parsed(rel))
@@ -267,8 +268,14 @@ def _spec_name(spec_name_or_path: str) -> str:
 
 @dataclass
 class CheckResult:
-    code: int                      # 0 applied, 1 would apply cleanly, 2 drifted
-    lines: list[str]
+    """One row per transform (the same unit before and after apply) and what else stops the spec."""
+
+    code: int                      # Exit.OK applied, Exit.PENDING would apply cleanly, Exit.BROKEN does not hold
+    rows: list[planner.Resolved]
+    problems: list[dict] = field(default_factory=list)   # {"type", "detail"[, "file"]}
+
+
+APPLIED, EDITED, WOULD_APPLY = "applied", "edited", "would-apply"
 
 
 def check(spec_path: str, release: str, root_path: str, only: set[str] | None = None) -> CheckResult:
@@ -278,26 +285,33 @@ def check(spec_path: str, release: str, root_path: str, only: set[str] | None = 
     rec = state["specs"].get(spec.name)
     if rec is not None and rec["spec_sha256"] == spec.sha256 and release in ("auto", rec["release"]):
         # Fast path: the record says what was written; hashes say whether it is still there.
-        edited = [rel for rel in rec["files"] + rec["snippets"] if not _matches_record(root, state, rel)]
-        if edited:
-            return CheckResult(2, [f"edited: {rel} differs from what apply wrote" for rel in edited])
-        return CheckResult(0, [f"applied: {rel}" for rel in rec["files"]])
+        resolved = _applied_specs(state, root)[spec.name]
+        edited = {rel for rel in rec["files"] + rec["snippets"] if not _matches_record(root, state, rel)}
+        rows = [planner.Resolved(spec.name, t.id, x.index, x.kind, t.file, t.function,
+                                 EDITED if t.file in edited else APPLIED if t.file in rec["files"] else planner.SKIPPED)
+                for t in resolved.targets for x in t.transforms]
+        problems = [{"type": "edited", "file": rel, "detail": f"edited: {rel} differs from what apply wrote"}
+                    for rel in sorted(edited - set(rec["files"]))]
+        return CheckResult(Exit.BROKEN if edited else Exit.OK, rows, problems)
     if rec is not None:
-        return CheckResult(2, [f"applied from another spec version or release ({rec['release']})"])
+        return CheckResult(Exit.BROKEN, [], [{"type": "record", "detail": f"{spec.name} is applied from another "
+                                              f"spec version or release ({rec['release']})"}])
     prepared = prepare(spec_path, release, root_path, only, state)
-    lines = [plan_line(r) for r in prepared.plan.resolved]
+    rows = [dataclasses.replace(r, status=WOULD_APPLY) if r.ok else r for r in prepared.plan.resolved]
     if prepared.plan.errors:
-        return CheckResult(2, lines)
+        return CheckResult(Exit.BROKEN, rows)
     planner.emit(prepared.plan, [prepared.spec])
-    problems = binding_problems(prepared)
-    if problems:
-        return CheckResult(2, lines + [f"binding: {p}" for p in problems])
+    problems = [{"type": "binding", "detail": f"binding: {p}"} for p in binding_problems(prepared)]
     marker = prepared.spec.marker
-    partial = [rel for rel in prepared.plan.files if marker in (root.read_text(rel) or "")]
-    if partial:
-        return CheckResult(2, lines + [f"partial: {rel} carries {marker!r} but the state record does not "
-                                       "list it" for rel in partial])
-    return CheckResult(1, lines)
+    problems += [{"type": "partial", "file": rel, "detail": f"partial: {rel} carries {marker!r} but the state "
+                  "record does not list it"} for rel in prepared.plan.files if marker in (root.read_text(rel) or "")]
+    return CheckResult(Exit.BROKEN if problems else Exit.PENDING, rows, problems)
+
+
+def check_line(r: planner.Resolved) -> str:
+    where = f"{r.file}:{r.line}" if r.line else r.file
+    detail = f" ({r.detail})" if r.detail and r.status not in (WOULD_APPLY, APPLIED, EDITED) else ""
+    return f"{r.status}: {r.spec} {r.target}#{r.index} {r.kind} {r.function} in {where}{detail}"
 
 
 def _matches_record(root: Root, state: dict, rel: str) -> bool:

@@ -25,9 +25,18 @@ def package_dir(spec: Spec) -> Path:
     return path
 
 
+def read_package(read, spec: Spec):
+    """``snippet_api.exports`` or ``declared_uses`` of the spec's package; a broken package is a user error."""
+    try:
+        return read(package_dir(spec))
+    except snippet_api.SnippetError as exc:
+        raise PatchspecError(f"snippet package {spec.snippet_package}: {exc}", file=str(exc.path),
+                             line=exc.line) from None
+
+
 def validate(spec: Spec) -> None:
     """Every hook a transform names is exported by the snippet package and its arguments bind."""
-    exported = snippet_api.exports(package_dir(spec))
+    exported = read_package(snippet_api.exports, spec)
     for target in spec.targets:
         for t in target.transforms:
             for key, value in t.params.items():

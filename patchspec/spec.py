@@ -47,6 +47,21 @@ def _explain(error: jsonschema.ValidationError) -> str:
     return error.message
 
 
+SHIPPED = Path(__file__).resolve().parent / "specs"
+
+
+def locate(name_or_path: str) -> str:
+    """A spec file's path: the path given, or for a bare name (``pipeline-parallel``) the spec shipped with
+    patchspec under that name."""
+    if not Path(name_or_path).exists() and "/" not in name_or_path and not name_or_path.endswith((".yaml", ".yml")):
+        shipped = SHIPPED / f"{name_or_path}.yaml"
+        if shipped.is_file():
+            return str(shipped)
+        known = ", ".join(sorted(p.stem for p in SHIPPED.glob("*.yaml")))
+        raise PatchspecError(f"no spec file {name_or_path!r}, and no shipped spec of that name (shipped: {known})")
+    return name_or_path
+
+
 def load_spec(path: str | Path) -> Spec:
     path = Path(path)
     file = str(path)

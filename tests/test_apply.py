@@ -57,13 +57,18 @@ def test_apply_twice_equals_apply_once(release_root):
 def test_check_states(release_root, capsys):
     root, release = release_root
     assert main(["check", DEMO, "--release", release, "--root", str(root)]) == 1
-    assert "would apply" in capsys.readouterr().out
+    assert "would-apply: demo sequence-iter#0 add_method IntermediateTensors in vllm/sequence.py" in \
+        capsys.readouterr().out
     ops.apply(DEMO, release, str(root))
     assert main(["check", DEMO, "--release", release, "--root", str(root)]) == 0
+    assert "applied: demo sequence-iter#0 add_method IntermediateTensors in vllm/sequence.py" in \
+        capsys.readouterr().out
     target = root / "vllm/sequence.py"
     target.write_text(target.read_text() + "# edited by hand\n")
-    assert main(["check", DEMO, "--release", release, "--root", str(root)]) == 2
-    assert "edited: vllm/sequence.py" in capsys.readouterr().out
+    assert main(["check", DEMO, "--release", release, "--root", str(root)]) == 4
+    out = capsys.readouterr().out
+    assert "edited: demo sequence-iter#0 add_method IntermediateTensors in vllm/sequence.py" in out
+    assert "applied: demo scheduler-loop#0" in out
 
 
 def test_unapply_refuses_edited_file_unless_forced(release_root, capsys):
@@ -149,7 +154,7 @@ def test_check_finds_a_partial_apply_without_state(release_root, capsys):
     patched = (root / "vllm/sequence.py").read_bytes()
     ops.unapply(DEMO, str(root))
     (root / "vllm/sequence.py").write_bytes(patched)
-    assert main(["check", DEMO, "--release", release, "--root", str(root)]) == 2
+    assert main(["check", DEMO, "--release", release, "--root", str(root)]) == 4
     assert "partial: vllm/sequence.py carries '# patchspec: demo'" in capsys.readouterr().out
 
 

@@ -144,14 +144,20 @@ def tree_hash(root: Path) -> str:
     return digest.hexdigest()
 
 
+def of_type(document: dict, kind: str) -> list[dict]:
+    """The results of one type in a ``--json`` envelope."""
+    return [r for r in document["results"] if r["type"] == kind]
+
+
 def test_cli_drift_json_exit_codes_and_nothing_written(vllm_release, tmp_path, capsys, monkeypatch):
     root = small_root(tmp_path / "root", vllm_release("0.33.0"))
     monkeypatch.setenv("PATCHSPEC_CACHE", str(tmp_path / "cache"))  # cold, then warm from the cache
     before = tree_hash(root)
     for _ in range(2):
-        assert main(["drift", PROBE, "--root", str(root), "--json"]) == 2
+        assert main(["drift", PROBE, "--root", str(root), "--json"]) == 4
         document = json.loads(capsys.readouterr().out)
-        assert {f"{r['target']}#{r['index']}": r["drift"] for r in document["rows"]} == EXPECTED["0.33.0"][1]
+        assert {f"{r['target']}#{r['index']}": r["drift"] for r in of_type(document, "drift")} == \
+            EXPECTED["0.33.0"][1]
     assert any((tmp_path / "cache" / "drift").iterdir())
     assert tree_hash(root) == before
 
@@ -175,10 +181,10 @@ def test_cli_drift_exit_1_when_every_anchor_still_holds(vllm_release, capsys):
 def test_cli_matrix(vllm_release, capsys):
     roots = [str(vllm_release(v)) for v in sorted(EXPECTED)]
     columns = [a for r in roots[:-1] for a in ("--root", r)] + ["--pypi", "vllm==0.33.0"]  # roots, then wheels
-    assert main(["matrix", PROBE, *columns, "--json"]) == 2
+    assert main(["matrix", PROBE, *columns, "--json"]) == 4
     document = json.loads(capsys.readouterr().out)
-    assert [c["release"] for c in document["columns"]] == [EXPECTED[v][0] for v in sorted(EXPECTED)]
-    for row in document["rows"]:
+    assert [c["release"] for c in of_type(document, "matrix-column")] == [EXPECTED[v][0] for v in sorted(EXPECTED)]
+    for row in of_type(document, "matrix-row"):
         key = f"{row['target']}#{row['index']}"
         assert row["cells"] == [EXPECTED[v][1][key] for v in sorted(EXPECTED)]
     main(["matrix", PROBE, *columns, "--markdown"])
@@ -204,7 +210,7 @@ def test_profile_new_for_a_new_release(vllm_release, probe_copy, capsys):
     spec = str(probe_copy / "probe.yaml")
     path = probe_copy / "releases" / "v0.24.0.yaml"
     assert main(["profile", "new", "v0.24.0", "--root", str(vllm_release("0.24.0")), "--from", "v0.30.0",
-                 "--spec", spec]) == 2
+                 "--spec", spec]) == 4
     out = capsys.readouterr().out
     assert "needs a human: drift-probe: anchor-missing: schedule#1 insert_after" in out
     assert not path.exists()
@@ -223,13 +229,14 @@ def test_profile_new_for_a_new_release(vllm_release, probe_copy, capsys):
 
 def test_profile_new_lists_renamed_targets_with_candidates(vllm_release, probe_copy, capsys):
     assert main(["profile", "new", "v0.33.0", "--root", str(vllm_release("0.33.0")), "--from", "v0.30.0",
-                 "--spec", str(probe_copy / "probe.yaml"), "--json"]) == 2
+                 "--spec", str(probe_copy / "probe.yaml"), "--json"]) == 4
     document = json.loads(capsys.readouterr().out)
-    assert not document["written"]
-    assert [n.split(":")[1].strip() for n in document["needs"]] == [
+    assert not of_type(document, "file")
+    needs = [r["detail"] for r in of_type(document, "needs-human")]
+    assert [n.split(":")[1].strip() for n in needs] == [
         "anchor-missing", "anchor-ambiguous", "target-missing", "promote-blocked"]
-    assert "Scheduler._handle_blocked_waiting_request (line 3519" in document["needs"][2]
-    assert document["needs"][3].endswith(
+    assert "Scheduler._handle_blocked_waiting_request (line 3519" in needs[2]
+    assert needs[3].endswith(
         "override it: promote-blocked: {function: Scheduler._handle_blocked_waiting_request}")
 
 
@@ -361,4 +368,4 @@ def test_compile_prints_the_plan_then_the_drift_report(vllm_release, capsys):
     assert out[len(ALL)].startswith("unchanged: schedule#0 loop_guard")
     assert out[-1].endswith("8 unchanged; exit 0")
     assert main(["compile", PROBE, "--root", str(vllm_release("0.30.0")), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["drift"]["code"] == 0
+    assert of_type(json.loads(capsys.readouterr().out), "drift-summary")[0]["severity"] == 0

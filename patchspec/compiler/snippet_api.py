@@ -12,10 +12,27 @@ from pathlib import Path
 import libcst as cst
 
 
+class SnippetError(ValueError):
+    """A snippet package that cannot be read: a syntax error, or a ``USES`` table that is not a literal."""
+
+    def __init__(self, message: str, path: Path, line: int | None) -> None:
+        super().__init__(message)
+        self.path, self.line = path, line
+
+
+def _parse(path: Path) -> ast.Module:
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), str(path))
+    except SyntaxError as exc:
+        raise SnippetError(f"not valid Python: {exc.msg}", path, exc.lineno) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SnippetError(f"cannot read: {exc}", path, None) from None
+
+
 def exports(package_dir: Path) -> dict[str, inspect.Signature]:
     init = package_dir / "__init__.py"
     found: dict[str, inspect.Signature] = {}
-    for stmt in ast.parse(init.read_text(), str(init)).body:
+    for stmt in _parse(init).body:
         if isinstance(stmt, ast.FunctionDef):
             found[stmt.name] = signature(stmt)
         elif isinstance(stmt, ast.ImportFrom) and stmt.level == 1 and stmt.module:
@@ -30,7 +47,7 @@ def exports(package_dir: Path) -> dict[str, inspect.Signature]:
 def _module_defs(path: Path) -> dict[str, inspect.Signature]:
     if not path.is_file():
         return {}
-    tree = ast.parse(path.read_text(), str(path))
+    tree = _parse(path)
     return {n.name: signature(n) for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
 
 
@@ -59,12 +76,32 @@ def declared_uses(package_dir: Path) -> dict[str, list[str]]:
     ``compiler.bindings``). A module declares it as a literal ``USES = {...}`` at module level."""
     merged: dict[str, list[str]] = {}
     for path in sorted(package_dir.rglob("*.py")):
-        for stmt in ast.parse(path.read_text(), str(path)).body:
+        for stmt in _parse(path).body:
             if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                     and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == "USES"):
-                for rel, entries in ast.literal_eval(stmt.value).items():
+                for rel, entries in _uses_table(stmt, path).items():
                     merged.setdefault(rel, []).extend(entries)
     return merged
+
+
+def _uses_table(stmt: ast.Assign, path: Path) -> dict[str, list[str]]:
+    """``USES = {"file.py": ["entry", ...]}``, each entry a Python expression (see ``compiler.bindings``)."""
+    try:
+        table = ast.literal_eval(stmt.value)
+    except ValueError:
+        table = None
+    ok = isinstance(table, dict) and all(
+        isinstance(rel, str) and isinstance(entries, list) and all(isinstance(e, str) for e in entries)
+        for rel, entries in table.items())
+    if not ok:
+        raise SnippetError("USES must be a literal dict of file path -> list of strings", path, stmt.lineno)
+    for entries in table.values():
+        for entry in entries:
+            try:
+                ast.parse(entry, mode="eval")
+            except SyntaxError:
+                raise SnippetError(f"USES entry {entry!r} is not a Python expression", path, stmt.lineno) from None
+    return table
 
 
 def hook_uses(node: cst.CSTNode, alias: str) -> list[tuple[str, cst.Call | None]]:
