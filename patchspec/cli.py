@@ -130,6 +130,18 @@ def _add_drift_verbs(verb, verbs, common) -> None:
     p.add_argument("--spec", action="extend", nargs="+", required=True, help="the specs the profile covers")
     p.add_argument("--from", dest="old", help="the profile whose overrides to carry over")
     p.add_argument("--force", action="store_true", help="replace an existing profile")
+    p.add_argument("--accept-suggested", action="store_true",
+                   help="take every suggested override (a target renamed, every anchor holding in one candidate) "
+                        "into the draft; on a terminal each is asked otherwise")
+    p = verb("init", "start a spec: a spec that wraps the functions named, its snippet package with a test, and "
+                     "the first release profile, drafted from a root")
+    p.add_argument("name", help="the spec's name: lower-case letters, digits and dashes")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--root", help="site-packages or source tree holding the package to patch")
+    where.add_argument("--pypi", metavar="NAME==VERSION", help="draft from that release on PyPI (cached)")
+    p.add_argument("--target", action="append", required=True, metavar="FILE:FUNCTION",
+                   help="a function to patch, e.g. requests/sessions.py:Session.send (repeatable)")
+    p.add_argument("--dir", default=".", help="where to write the spec and its files (default: here)")
 
 
 def _version() -> str:
@@ -199,8 +211,8 @@ def cmd_compile(args) -> Outcome:
 
     prepared = ops.prepare(args.spec, args.release, args.root, _only(args))
     texts = ops.compile_spec(prepared)
-    out = Outcome(Exit.OK, [_row(r) for r in prepared.plan.resolved],
-                  [ops.plan_line(r) for r in prepared.plan.resolved])
+    out = Outcome(Exit.OK, [_row(r) for r in prepared.plan.resolved] + _warnings(prepared.warnings),
+                  [ops.plan_line(r) for r in prepared.plan.resolved] + [f"warning: {w}" for w in prepared.warnings])
     if args.output:
         for rel, text in texts.items():
             _write_output(Path(args.output), rel, text)
@@ -220,9 +232,13 @@ def _write_output(out: Path, rel: str, text: str) -> None:
         raise PatchspecError(f"cannot write the compiled file: {exc.strerror}", file=str(out / rel)) from None
 
 
+def _warnings(warnings: list[str]) -> list[dict]:
+    return [{"type": "warning", "detail": w} for w in warnings]
+
+
 def cmd_apply(args) -> Outcome:
     result = ops.apply(args.spec, args.release, args.root, _only(args), args.lock_timeout)
-    out = Outcome(Exit.OK)
+    out = Outcome(Exit.OK, _warnings(result.warnings), [f"warning: {w}" for w in result.warnings])
     for r in result.skipped:
         out.results.append({**_row(r), "status": "skipped"})
         out.lines.append(f"skipped: {r.target}#{r.index} {r.kind} ({r.detail})")
@@ -304,7 +320,8 @@ def cmd_matrix(args) -> Outcome:
 def cmd_profile(args) -> Outcome:
     from patchspec import drift_report
 
-    draft = drift_report.new_profile(args.release, args.root, args.spec, args.old, args.force)
+    accept = (lambda suggestion: True) if args.accept_suggested else _ask if sys.stdin.isatty() else None
+    draft = drift_report.new_profile(args.release, args.root, args.spec, args.old, args.force, accept)
     results = [{"type": "needs-human", "detail": n} for n in draft.needs]
     results += [{"type": "note", "detail": n} for n in draft.notes]
     if draft.text is None:
@@ -312,6 +329,23 @@ def cmd_profile(args) -> Outcome:
         return Outcome(Exit.BROKEN, results, lines)
     results.append({"type": "file", "path": str(draft.path), "action": "written"})
     return Outcome(Exit.OK, results, draft.notes + [f"wrote {draft.path}"])
+
+
+def _ask(suggestion: str) -> bool:
+    print(suggestion)
+    return input("take this override into the draft? [y/N] ").strip().lower() in ("y", "yes")
+
+
+def cmd_init(args) -> Outcome:
+    from patchspec import init
+    from patchspec.cache import pypi_root
+
+    root = args.root or str(pypi_root(args.pypi))
+    written = init.scaffold(args.name, root, args.target, args.dir)
+    spec = written[0]
+    return Outcome(Exit.OK, [{"type": "file", "path": str(p), "action": "written"} for p in written],
+                   [f"wrote {p}" for p in written] + [
+                       f"next: edit {written[1]}, then: patchspec apply {spec} --root SITE-PACKAGES"])
 
 
 def cmd_demo(args) -> Outcome:
@@ -322,7 +356,7 @@ def cmd_demo(args) -> Outcome:
 
 VERBS = {"compile": cmd_compile, "apply": cmd_apply, "unapply": cmd_unapply, "check": cmd_check,
          "diff": cmd_diff, "validate": cmd_validate, "drift": cmd_drift, "matrix": cmd_matrix,
-         "profile": cmd_profile, "demo": cmd_demo}
+         "profile": cmd_profile, "init": cmd_init, "demo": cmd_demo}
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ fingerprints and the compiler's own code, so a warm run reads and hashes files a
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -15,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from packaging.version import InvalidVersion, Version
+from packaging.utils import canonicalize_name
 
 from patchspec import compiler
 from patchspec.compiler import drift as driftmod
-from patchspec import cache, profiles, state as staterec, yamlloc
+from patchspec import cache, installed, profiles, state as staterec, yamlloc
 from patchspec.errors import PatchspecError, severity_exit
-from patchspec.model import Spec
+from patchspec.model import Spec, package_of
 from patchspec.ops import pristine_reader
 from patchspec.root import Root
 from patchspec.spec import load_spec
@@ -45,22 +46,16 @@ def pick_release(spec: Spec, directory: Path, root: Root, release: str) -> tuple
     release is compared with the last one profiled)."""
     if release != "auto":
         return release, "given"
-    versions = root.installed_versions()
-    if profiles.matching_releases(directory, versions, spec):
-        return profiles.select_release(directory, versions, spec), "auto: matches " + _versions(versions)
-    newest = max(spec.releases, key=_release_key)
-    return newest, f"auto: no profile matches {_versions(versions)}; compared with the newest, {newest}"
-
-
-def _versions(versions: dict[str, str]) -> str:
-    return ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "no versions found"
-
-
-def _release_key(release: str):
-    try:
-        return (1, Version(release.lstrip("v")))
-    except InvalidVersion:
-        return (0, release)
+    found = installed.scan(root.path)
+    seen = profiles.describe(found, {t.package for t in spec.targets})
+    if profiles.matching_releases(directory, found, spec):
+        return profiles.select_release(directory, found, spec, str(root.path)), "auto: matches " + seen
+    supported = profiles.supported_releases(directory, spec)
+    if not supported:
+        raise PatchspecError(f"{spec.name} has no release profile yet (none in {directory}); draft one: patchspec "
+                             f"profile new NAME --root {root.path} --spec {spec.path}", file=spec.path)
+    newest = supported[-1]
+    return newest, f"auto: no profile matches {seen}; compared with the newest, {newest}"
 
 
 def drift(spec_path: str, root_path: str, release: str = "auto", baseline: str | None = None,
@@ -87,16 +82,16 @@ def _baseline_reader(baseline: str | None, profile: profiles.Profile):
     if baseline != PYPI_BASELINE:
         return Root.open(baseline).read_text if baseline else None
     roots = {}
-    for name, specifier in profile.packages.items():
-        pins = [s.version for s in specifier if s.operator == "=="]
-        if len(specifier) == 1 and pins:
-            roots[name] = Root.open(cache.pypi_root(f"{name}=={pins[0]}"))
+    for name, pin in profile.packages.items():
+        pins = [s.version for s in pin.versions if s.operator == "=="]
+        if len(pin.versions) == 1 and pins:
+            roots[name] = Root.open(cache.pypi_root(f"{profile.distribution(name)}=={pins[0]}"))
     if not roots:
         raise PatchspecError(f"--baseline pypi: release {profile.release} pins no package to one version",
                              file=profile.path)
 
     def read(rel: str) -> str | None:
-        root = roots.get(rel.split("/", 1)[0])
+        root = roots.get(package_of(rel))
         return root.read_text(rel) if root else None
     return read
 
@@ -258,11 +253,12 @@ class ProfileDraft:
 
 
 def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | None = None,
-                force: bool = False) -> ProfileDraft:
-    """A draft ``specs/releases/RELEASE.yaml``: fingerprints of every target, OLD's overrides kept where
-    they still resolve (dropped where the spec's own form resolves instead). Written only when every
-    transform of every spec resolves. Replacing a profile keeps its package pins and the sections of
-    the specs not given."""
+                force: bool = False, accept=None) -> ProfileDraft:
+    """A draft ``releases/RELEASE.yaml`` beside the spec: fingerprints of every target, OLD's overrides
+    kept where they still resolve (dropped where the spec's own form resolves instead). Written only when
+    every transform of every spec resolves. A renamed target whose every anchor holds in one candidate is
+    suggested as an override; ``accept(suggestion)`` (``--accept-suggested``, or a question on a tty) takes
+    it into the draft. Replacing a profile keeps its package pins and the sections of the specs not given."""
     root = Root.open(root_path)
     directory = profiles.releases_dir(spec_paths[0])
     path = directory / f"{release}.yaml"
@@ -270,14 +266,14 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
         raise PatchspecError(f"{path.name} exists; --force to replace it", file=str(path))
     previous = profiles.load_profile(directory, old) if old else None
     read = pristine_reader(root, staterec.load(root))
-    versions = root.installed_versions()
+    found = installed.scan(root.path)
     specs_out, needs, notes, packages = {}, [], [], set()
     for spec_path in spec_paths:
         base = load_spec(spec_path)
         packages |= {t.package for t in base.targets}
         forms = [profiles.for_release(base, previous)] if previous else []
         reports = [driftmod.report(spec, read, root.has_package, {}) for spec in forms + [base]]
-        overrides = previous.specs.get(base.name, {}).get("overrides", {}) if previous else {}
+        overrides = (previous.specs or {}).get(base.name, {}).get("overrides", {}) if previous else {}
         kept, prints = {}, {}
         for target in base.targets:
             for spec, rows in zip(forms + [base], reports):
@@ -288,14 +284,24 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
                         kept[target.id] = _plain(overrides[target.id])
                     break
             else:
+                renamed = _renamed_to(target, mine)
+                suggestion = renamed and (f"{base.name}: {target.id}: every anchor holds in {renamed.qualname} "
+                                          f"(line {renamed.line}); if it is the same function renamed, override "
+                                          f"it: {target.id}: {{function: {renamed.qualname}}}")
+                if suggestion and accept is not None and accept(suggestion):
+                    moved = dataclasses.replace(target, function=renamed.qualname)
+                    rows = driftmod.report(base.with_targets((moved,)), read, root.has_package, {})
+                    if all(r.drift == driftmod.UNRECORDED for r in rows):
+                        kept[target.id] = {"function": renamed.qualname}
+                        prints[target.id] = rows[0].fingerprint
+                        notes.append(f"accepted: {suggestion}")
+                        continue
                 needs += [f"{base.name}: {row_line(r)}" for r in mine if r.drift != driftmod.UNRECORDED]
-                needs += _rename_suggestion(base.name, target, mine)
+                needs += [suggestion] if suggestion else []
         dropped = sorted(set(overrides) - set(kept))
         if dropped:
             notes.append(f"{base.name}: overrides of {old} not carried (the spec's own form resolves, or "
                          f"nothing does): {', '.join(dropped)}")
-        if release not in base.releases:
-            notes.append(f"{base.name}: add {release} to releases: in {spec_path} to use this profile")
         specs_out[base.name] = {**({"overrides": kept} if kept else {}), "fingerprints": prints}
     if needs:
         return ProfileDraft(path, None, needs, notes)
@@ -305,7 +311,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
         kept = replaced.get("specs") or {}
         specs_out = {**{name: specs_out.get(name, section) for name, section in kept.items()}, **specs_out}
     else:
-        pins = {name: f"=={versions[name]}" for name in sorted(packages) if name in versions}
+        pins = {name: _pin(found[name]) for name in sorted(packages) if name in found}
     if not pins:
         raise PatchspecError(f"no installed version found under the root for {', '.join(sorted(packages))}",
                              file=str(root.path))
@@ -320,14 +326,20 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     return ProfileDraft(path, text, [], notes)
 
 
-def _rename_suggestion(spec_name: str, target, rows: list[driftmod.DriftRow]) -> list[str]:
-    """When every anchor of a missing target holds in one candidate, the override that would use it."""
+def _pin(item: installed.Installed):
+    """A new profile's pin: the exact version, and the distribution when it is not the import name's own."""
+    if item.distribution in (None, canonicalize_name(item.package)):
+        return f"=={item.version}"
+    return {"versions": f"=={item.version}", "distributions": [item.distribution]}
+
+
+def _renamed_to(target, rows: list[driftmod.DriftRow]) -> driftmod.Candidate | None:
+    """The candidate a missing target was renamed to, when every anchor of the target holds there."""
     anchored = sum(map(driftmod.has_pattern, target.transforms))
     best = next((c for r in rows for c in r.candidates), None)
     if best is None or not anchored or best.anchors < anchored:
-        return []
-    return [f"{spec_name}: {target.id}: every anchor holds in {best.qualname} (line {best.line}); if it is the "
-            f"same function renamed, override it: {target.id}: {{function: {best.qualname}}}"]
+        return None
+    return best
 
 
 def _plain(data):

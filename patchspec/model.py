@@ -4,6 +4,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 
+def package_of(rel: str) -> str:
+    """The top-level import name a root-relative file belongs to (``docopt`` for a one-module ``docopt.py``)."""
+    first, sep, _ = rel.partition("/")
+    return first if sep else first.removesuffix(".py")
+
+
 @dataclass(frozen=True)
 class Loc:
     """Where a YAML node starts (1-based line and column), for error messages."""
@@ -38,7 +44,7 @@ class Target:
 
     @property
     def package(self) -> str:
-        return self.file.split("/", 1)[0]
+        return package_of(self.file)
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,6 @@ class Spec:
     summary: str
     snippet_package: str
     alias: str
-    releases: tuple[str, ...]
     targets: tuple[Target, ...]
     obsolete_when: tuple[ObsoleteWhen, ...]
     path: str

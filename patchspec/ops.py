@@ -12,9 +12,9 @@ from pathlib import Path
 
 from patchspec.compiler import bindings, plan as planner, snippet_api
 from patchspec.compiler.edits import NodeEdit
-from patchspec import profiles, snippets, state as staterec, txn
+from patchspec import installed, profiles, snippets, state as staterec, txn
 from patchspec.errors import Exit, PatchspecError
-from patchspec.model import Spec
+from patchspec.model import Spec, package_of
 from patchspec.root import Root
 from patchspec.spec import load_spec, load_spec_bytes
 
@@ -30,6 +30,7 @@ class Prepared:
     profile: profiles.Profile
     raw_spec: bytes
     read: object  # rel -> pristine text or None
+    warnings: list[str] = field(default_factory=list)  # said in the report and kept in the state record
 
 
 def prepare(spec_path: str, release: str, root_path: str, only: set[str] | None = None,
@@ -37,15 +38,21 @@ def prepare(spec_path: str, release: str, root_path: str, only: set[str] | None 
     root = Root.open(root_path)
     base = load_spec(spec_path)
     directory = profiles.releases_dir(spec_path)
+    warnings: list[str] = []
+    found = installed.scan(root.path)
     if release == "auto":
-        release = profiles.select_release(directory, root.installed_versions(), base)
+        release = profiles.select_release(directory, found, base, root_path)
     profile = profiles.load_profile(directory, release)
+    if not profile.matches(found):
+        warnings.append(f"release {release} was forced with --release: its profile covers "
+                        f"{', '.join(f'{n} {p.describe()}' for n, p in profile.packages.items())}, the root has "
+                        f"{profiles.describe(found, profile.packages)}")
     spec = profiles.for_release(base, profile)
     snippets.validate(spec)
     state = staterec.load(root) if state is None else state
     read = pristine_reader(root, state)
     plan = planner.resolve([spec], read, root.has_package, only)
-    return Prepared(spec, release, root, plan, profile, Path(spec_path).read_bytes(), read)
+    return Prepared(spec, release, root, plan, profile, Path(spec_path).read_bytes(), read, warnings)
 
 
 def pristine_reader(root: Root, state: dict):
@@ -88,7 +95,7 @@ def patched_texts(specs: list[Spec], files: set[str], root: Root, state: dict) -
     scoped = [s.with_targets(tuple(t for t in s.targets if t.file in files))
               for s in sorted(specs, key=lambda s: s.name)]
     plan = planner.resolve(scoped, pristine_reader(root, state), root.has_package,
-                           {f.split("/", 1)[0] for f in files})
+                           {package_of(f) for f in files})
     raise_plan_errors(plan)
     try:
         texts = planner.emit(plan, scoped)
@@ -108,9 +115,9 @@ def binding_problems(prepared: Prepared) -> list[str]:
     """What anchors cannot show: a member or signature the snippets use (their ``USES``) that the release
     lacks, or a name the inserted code reads that the patched function does not bind before it."""
     spec, plan = prepared.spec, prepared.plan
-    present = {r.file.split("/", 1)[0] for r in plan.resolved if r.status != planner.SKIPPED}
+    present = {package_of(r.file) for r in plan.resolved if r.status != planner.SKIPPED}
     uses = {rel: entries for rel, entries in snippets.read_package(snippet_api.declared_uses, spec).items()
-            if rel.split("/", 1)[0] in present}
+            if package_of(rel) in present}
     parsed = bindings.tree_reader(prepared.read)
     found = bindings.problems(uses, lambda rel: plan.sources[rel].tree if rel in plan.sources else parsed(rel))
     inserted = {(r.file, r.function) for r in plan.resolved
@@ -134,6 +141,7 @@ class ApplyResult:
     changed: bool
     files: list[str]
     skipped: list[planner.Resolved] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = None,
@@ -151,7 +159,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
                 raise PatchspecError(f"spec {spec.name} is applied from another version of the spec or "
                                      f"release ({rec['release']}); unapply it first", file=spec_path)
             _verify_unchanged(root, state, spec.name)
-            return ApplyResult(False, rec["files"], skipped)
+            return ApplyResult(False, rec["files"], skipped, prepared.warnings)
         raise_plan_errors(prepared.plan)
         files = set(prepared.plan.files)
         if not files:
@@ -184,11 +192,11 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
             "spec_path": str(Path(spec_path).resolve()), "spec_sha256": spec.sha256,
             "spec_text": prepared.raw_spec.decode("utf-8"), "release": prepared.release,
             "profile_path": prepared.profile.path, "profile_text": prepared.profile.text,
-            "files": sorted(files), "snippets": sorted(installed),
+            "files": sorted(files), "snippets": sorted(installed), "warnings": prepared.warnings,
         }
         writes[root.path / staterec.STATE_FILE] = staterec.dump(state)
         txn.commit(writes, root.path)
-        return ApplyResult(True, sorted(files), skipped)
+        return ApplyResult(True, sorted(files), skipped, prepared.warnings)
 
 
 def _touches(state: dict, name: str, files: set[str]) -> bool:

@@ -6,38 +6,64 @@ transforms, so the spec stays written for the newest release and older ones say 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from patchspec import yamlloc
+from patchspec import installed, yamlloc
 from patchspec.errors import PatchspecError
 from patchspec.model import Loc, Spec
 from patchspec.spec import check_transform_syntax, schema_errors
 
 
 @dataclass(frozen=True)
+class Pin:
+    """What a profile says of one import package: the versions it covers and who may have installed it."""
+
+    versions: SpecifierSet
+    distributions: tuple[str, ...]      # normalized distribution names; empty: the import name's own
+
+    def admits(self, item: installed.Installed) -> bool:
+        """Dev and pre-releases count (a vllm-gaudi built from git reports ``0.27.0rc1.dev51+g...``)."""
+        wanted = self.distributions or (canonicalize_name(item.package),)
+        if item.distribution is not None and item.distribution not in wanted:
+            return False
+        try:
+            return self.versions.contains(Version(item.version), prereleases=True)
+        except InvalidVersion:
+            return False
+
+    def describe(self) -> str:
+        return ("/".join(self.distributions) + " " if self.distributions else "") + (str(self.versions) or "any")
+
+
+@dataclass(frozen=True)
 class Profile:
     release: str
-    packages: dict[str, SpecifierSet]
-    specs: dict
+    packages: dict[str, Pin]
+    specs: dict | None                   # None: a profile of every spec beside it (no ``specs:`` section)
     path: str
     text: str
 
     def fingerprints(self, spec: str) -> dict[str, str]:
-        return dict(self.specs.get(spec, {}).get("fingerprints", {}))
+        return dict((self.specs or {}).get(spec, {}).get("fingerprints", {}))
 
-    def matches(self, versions: dict[str, str]) -> bool:
-        """Every package of the profile that is installed has a version inside its specifier."""
-        present = {name: v for name, v in versions.items() if name in self.packages}
-        if not present:
-            return False
-        try:
-            return all(Version(v) in self.packages[name] for name, v in present.items())
-        except InvalidVersion:
-            return False
+    def covers(self, spec: str) -> bool:
+        return self.specs is None or spec in self.specs
+
+    def matches(self, found: dict[str, installed.Installed]) -> bool:
+        """Every package of the profile that is installed is admitted by its pin, and one at least is."""
+        present = [name for name in self.packages if name in found]
+        return bool(present) and all(self.packages[name].admits(found[name]) for name in present)
+
+    def distribution(self, package: str) -> str:
+        """The PyPI name to fetch ``package`` by: the first distribution the profile names, else the import name."""
+        pin = self.packages.get(package)
+        return pin.distributions[0] if pin and pin.distributions else package
 
 
 def releases_dir(spec_path: str | Path) -> Path:
@@ -45,7 +71,17 @@ def releases_dir(spec_path: str | Path) -> Path:
 
 
 def known_releases(directory: Path) -> list[str]:
-    return sorted(p.stem for p in directory.glob("*.yaml"))
+    return sorted((p.stem for p in directory.glob("*.yaml")), key=release_key)
+
+
+def release_key(release: str):
+    """Releases in version order where their names end in a version (``v0.26.0``, ``requests-2.31.0``),
+    else by name."""
+    match = re.search(r"(\d+(?:\.\d+)*\w*)$", release)
+    try:
+        return (1, release[:match.start()].rstrip("v"), Version(match.group(1)), release)
+    except (AttributeError, InvalidVersion):
+        return (0, release, Version("0"), release)
 
 
 def load_profile(directory: Path, release: str) -> Profile:
@@ -62,41 +98,86 @@ def load_profile_text(text: str, file: str) -> Profile:
         raise PatchspecError("a release profile is a YAML mapping", file=file, line=1, col=1)
     schema_errors(data, file, "profile")
     packages = {}
-    for name, specifier in data["packages"].items():
+    for name, pin in data["packages"].items():
+        specifier = pin if isinstance(pin, str) else pin.get("versions", "")
+        distributions = () if isinstance(pin, str) else tuple(canonicalize_name(d) for d in pin.get("distributions", ()))
         try:
-            packages[name] = SpecifierSet(specifier)
+            packages[name] = Pin(SpecifierSet(specifier), distributions)
         except InvalidSpecifier:
             line, col = yamlloc.locate(data, ["packages", name])
             raise PatchspecError(f"packages/{name}: {specifier!r} is not a version specifier", file=file,
                                  line=line, col=col) from None
-    return Profile(data["release"], packages, data.get("specs") or {}, file, text)
+    return Profile(data["release"], packages, data.get("specs"), file, text)
 
 
-def matching_releases(directory: Path, versions: dict[str, str], spec: Spec) -> list[str]:
-    """The releases of the spec whose profile's package specifiers admit the root's versions."""
-    return [r for r in spec.releases if (directory / f"{r}.yaml").is_file()
-            and load_profile(directory, r).matches(versions)]
+def supported_releases(directory: Path, spec: Spec) -> list[str]:
+    """The releases a spec supports: the profiles beside it that cover it (no hand-kept list)."""
+    return [r for r in known_releases(directory) if load_profile(directory, r).covers(spec.name)]
 
 
-def select_release(directory: Path, versions: dict[str, str], spec: Spec) -> str:
-    """``--release auto``: the one profile of the spec whose package specifiers admit the root's versions."""
-    found = matching_releases(directory, versions, spec)
-    if len(found) == 1:
-        return found[0]
-    seen = ", ".join(f"{k} {v}" for k, v in sorted(versions.items())) or "no versions found"
-    if not found:
-        raise PatchspecError(f"no release profile matches the root ({seen}); known releases: "
-                             f"{', '.join(known_releases(directory)) or 'none'}", file=str(directory))
-    raise PatchspecError(f"several release profiles match the root ({seen}): {', '.join(found)}",
+def matching_releases(directory: Path, found: dict[str, installed.Installed], spec: Spec) -> list[str]:
+    """The releases of the spec whose profile's pins admit what is installed under the root."""
+    return [r for r in supported_releases(directory, spec) if load_profile(directory, r).matches(found)]
+
+
+def describe(found: dict[str, installed.Installed], packages) -> str:
+    shown = [f"{found[p].distribution or p} {found[p].version}" for p in sorted(packages) if p in found]
+    return ", ".join(shown) or "none of its packages"
+
+
+def select_release(directory: Path, found: dict[str, installed.Installed], spec: Spec, root: str = "ROOT") -> str:
+    """``--release auto``: the one profile of the spec whose pins admit the root's packages. Outside every
+    profile: refused, naming the nearest profile and the command that drafts one for this root."""
+    matched = matching_releases(directory, found, spec)
+    if len(matched) == 1:
+        return matched[0]
+    packages = {t.package for t in spec.targets}
+    seen = describe(found, packages)
+    if matched:
+        raise PatchspecError(f"several release profiles of {spec.name} match the root ({seen}): "
+                             f"{', '.join(matched)}", file=str(directory))
+    supported = supported_releases(directory, spec)
+    if not supported:
+        raise PatchspecError(f"{spec.name} has no release profile yet (none in {directory}); draft one for this "
+                             f"root: patchspec profile new NAME --root {root} --spec {spec.path}", file=spec.path)
+    nearest = nearest_release(directory, supported, found)
+    name = _release_name(found, packages)
+    raise PatchspecError(f"no release profile of {spec.name} matches the root ({seen}); the nearest is {nearest}; "
+                         f"draft one: patchspec profile new {name} --root {root} --spec {spec.path} --from {nearest}",
                          file=str(directory))
+
+
+def nearest_release(directory: Path, releases: list[str], found: dict[str, installed.Installed]) -> str:
+    """The profile whose pinned versions are closest to the installed ones (by version order)."""
+    def distance(release: str):
+        profile = load_profile(directory, release)
+        gaps = []
+        for name, pin in profile.packages.items():
+            if name not in found:
+                continue
+            try:
+                have = Version(found[name].version).release
+                want = min((Version(s.version).release for s in pin.versions), default=have)
+            except InvalidVersion:
+                continue
+            gaps.append(tuple(abs(a - b) for a, b in zip(have + (0,) * 3, want + (0,) * 3)))
+        return (min(gaps) if gaps else (float("inf"),), release)
+    return min(releases, key=distance)
+
+
+def _release_name(found: dict[str, installed.Installed], packages: set[str]) -> str:
+    for package in sorted(packages):
+        if package in found:
+            return f"v{found[package].version}"
+    return "NAME"
 
 
 def for_release(spec: Spec, profile: Profile) -> Spec:
     """The spec as it applies to this release: overrides merged, every override checked like the spec."""
-    if profile.release not in spec.releases:
-        raise PatchspecError(f"spec {spec.name} does not support release {profile.release}; it supports "
-                             f"{', '.join(spec.releases)}", file=spec.path)
-    overrides = profile.specs.get(spec.name, {}).get("overrides", {})
+    if not profile.covers(spec.name):
+        raise PatchspecError(f"release profile {profile.release} has no section for spec {spec.name}; "
+                             f"add one (patchspec profile new {profile.release} --force ...)", file=profile.path)
+    overrides = (profile.specs or {}).get(spec.name, {}).get("overrides", {})
     by_id = {t.id: t for t in spec.targets}
     for target_id in overrides:
         if target_id not in by_id:

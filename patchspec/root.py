@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,66 +47,9 @@ class Root:
             return None
 
     def has_package(self, package: str) -> bool:
-        return self.resolve(package).is_dir()
+        """A package directory, or a one-module distribution's ``package.py``."""
+        return self.resolve(package).is_dir() or self.resolve(package + ".py").is_file()
 
     @property
     def state_dir(self) -> Path:
         return self.path / STATE_DIR
-
-    def installed_versions(self) -> dict[str, str]:
-        """Top-level package → version: from ``*.dist-info`` (site-packages) or version files (source tree)."""
-        versions: dict[str, str] = {}
-        for dist in sorted(self.path.glob("*.dist-info")):
-            version = _metadata_version(dist / "METADATA")
-            if version is None:
-                continue
-            for package in _top_level_packages(dist):
-                versions.setdefault(package, version)
-        for package in ("vllm", "vllm_gaudi"):
-            if package not in versions:
-                for name in ("_version.py", "version.py"):
-                    found = _version_file(self.path / package / name)
-                    if found:
-                        versions[package] = found
-                        break
-        return versions
-
-
-def _metadata_version(path: Path) -> str | None:
-    try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                if line.startswith("Version:"):
-                    return line.split(":", 1)[1].strip()
-                if not line.strip():
-                    break
-    except OSError:
-        return None
-    return None
-
-
-def _top_level_packages(dist: Path) -> set[str]:
-    top = dist / "top_level.txt"
-    if top.is_file():
-        return {line.strip() for line in top.read_text().splitlines() if line.strip()}
-    packages = set()
-    try:
-        with (dist / "RECORD").open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                first = line.split(",", 1)[0].split("/", 1)
-                if len(first) == 2 and not first[0].endswith((".dist-info", ".data")) and first[0] != "..":
-                    packages.add(first[0])
-    except OSError:
-        pass
-    return packages
-
-
-_VERSION = re.compile(r"""^(?:__version__|version)\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.M)
-
-
-def _version_file(path: Path) -> str | None:
-    try:
-        match = _VERSION.search(path.read_text(errors="replace"))
-    except OSError:
-        return None
-    return match.group(1) if match else None

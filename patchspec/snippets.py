@@ -5,24 +5,25 @@ from pathlib import Path
 
 import libcst as cst
 
-from patchspec import runtime_snippets
 from patchspec.compiler import pattern, snippet_api
 from patchspec.compiler.plan import RUNTIME_PACKAGE
 from patchspec.errors import PatchspecError
 from patchspec.model import Spec
 
-SNIPPETS_ROOT = Path(runtime_snippets.__file__).resolve().parent
 RUNTIME_INIT = f"{RUNTIME_PACKAGE}/__init__.py"
 RUNTIME_INIT_TEXT = b'"""Runtime snippets installed by patchspec; removed by `patchspec unapply`."""\n'
 
 
 def package_dir(spec: Spec) -> Path:
-    base = Path(spec.path).resolve().parent / spec.snippet_dir if spec.snippet_dir else SNIPPETS_ROOT
-    path = base / spec.snippet_package
-    if not (path / "__init__.py").is_file():
-        raise PatchspecError(f"snippet package {spec.snippet_package!r} not found under {base}",
-                             file=spec.path)
-    return path
+    """The spec's snippet package: under ``snippets.path`` (relative to the spec), else under
+    ``runtime_snippets/`` beside the spec or beside its parent directory (a repository's specs/ folder)."""
+    here = Path(spec.path).resolve().parent
+    bases = [here / spec.snippet_dir] if spec.snippet_dir else [here / "runtime_snippets", here.parent / "runtime_snippets"]
+    for base in bases:
+        if (base / spec.snippet_package / "__init__.py").is_file():
+            return base / spec.snippet_package
+    tried = " or ".join(str(b / spec.snippet_package / "__init__.py") for b in bases)
+    raise PatchspecError(f"snippet package {spec.snippet_package!r} not found: no {tried}", file=spec.path)
 
 
 def read_package(read, spec: Spec):
@@ -54,7 +55,7 @@ def validate(spec: Spec) -> None:
                     if name not in exported:
                         raise PatchspecError(
                             f"{target.id} transform {t.index} ({t.kind}): {spec.alias}.{name} is not "
-                            f"exported by runtime_snippets/{spec.snippet_package}",
+                            f"exported by {package_dir(spec) / '__init__.py'}",
                             file=where.file, line=where.line, col=where.col)
                     problem = call is not None and snippet_api.binding_problem(exported[name], call)
                     if problem:

@@ -76,6 +76,10 @@ def load_spec_bytes(raw: bytes, file: str) -> Spec:
     data = yamlloc.load(raw.decode("utf-8", errors="replace"), file)
     if not isinstance(data, dict):
         raise PatchspecError("a spec is a YAML mapping", file=file, line=1, col=1)
+    if "releases" in data:
+        line, col = yamlloc.locate(data, ["releases"])
+        raise PatchspecError("releases: is gone: a spec supports the release profiles beside it (releases/*.yaml) "
+                             "that have a section for it; delete this key", file=file, line=line, col=col)
     schema_errors(data, file)
     return build_spec(data, file, hashlib.sha256(raw).hexdigest())
 
@@ -110,7 +114,7 @@ def build_spec(data, file: str, sha256: str) -> Spec:
         _check_pattern(cond["contains"], "statement_or_expression", loc(cond, "contains"))
         obsolete.append(ObsoleteWhen(cond["file"], cond["function"], cond["contains"], cond_loc))
     return Spec(name=data["name"], summary=data["summary"], snippet_package=data["snippets"]["package"],
-                alias=data["snippets"]["alias"], releases=tuple(data["releases"]), targets=tuple(targets),
+                alias=data["snippets"]["alias"], targets=tuple(targets),
                 obsolete_when=tuple(obsolete), path=file, sha256=sha256,
                 snippet_dir=data["snippets"].get("path"))
 

@@ -43,16 +43,16 @@ SPEC_ERRORS = [
     ("schema-missing-key", lambda t: t.replace("summary: Core tests across two real files of vLLM.\n", ""),
      r"demo\.yaml:3:1: top level: 'summary' is a required property"),
     ("unknown-transform", lambda t: replace_once(t, "- wrap: {with: passthrough}", "- wrapp: {with: passthrough}"),
-     r"demo\.yaml:19:9: targets/0/transforms/1: unknown key 'wrapp'; expected one of insert_before"),
+     r"demo\.yaml:18:9: targets/0/transforms/1: unknown key 'wrapp'; expected one of insert_before"),
     ("bad-anchor-python", lambda t: replace_once(t, 'code: "if _demo.stop(self, req_index): break"',
                                                   'code: "if _demo.stop(self, req_index: break"'),
-     r"demo\.yaml:18:11: not valid Python \(code\)"),
+     r"demo\.yaml:17:11: not valid Python \(code\)"),
     ("path-escapes", lambda t: replace_once(t, "file: vllm/sequence.py", "file: ../etc/sequence.py"),
      r"demo\.yaml:\d+:\d+: target file '../etc/sequence.py' must be a relative path inside the root"),
     ("absolute-path", lambda t: replace_once(t, "file: vllm/sequence.py", "file: /etc/sequence.py"),
      r"demo\.yaml:\d+:\d+: targets/1/file: '/etc/sequence.py' does not match"),
     ("duplicate-id", lambda t: replace_once(t, "id: sequence-iter", "id: scheduler-loop"),
-     r"demo\.yaml:\d+:\d+: target id 'scheduler-loop' is already used at line 9"),
+     r"demo\.yaml:\d+:\d+: target id 'scheduler-loop' is already used at line 8"),
     ("unknown-hook", lambda t: replace_once(t, "with: iter_keys", "with: iter_values"),
      r"demo\.yaml:\d+:\d+: sequence-iter transform 0 \(add_method\): _demo.iter_values is not exported"),
     ("hook-arguments", lambda t: replace_once(t, "_demo.stop(self, req_index)", "_demo.stop(self)"),
@@ -92,11 +92,12 @@ def test_unknown_release(capsys, root):
     assert tree(root) == before
 
 
-def test_release_auto_without_match_lists_versions(capsys, vllm_release, copy_root):
+def test_release_auto_without_match_names_the_nearest_and_the_command(capsys, vllm_release, copy_root):
     root = copy_root(vllm_release("0.24.0"))
     code, err = run(capsys, "check", DEMO, "--root", str(root))
     assert code == 2
-    assert "no release profile matches the root (vllm 0.24.0); known releases: v0.26.0, v0.30.0" in err
+    assert (f"no release profile of demo matches the root (vllm 0.24.0); the nearest is v0.26.0; draft one: "
+            f"patchspec profile new v0.24.0 --root {root} --spec {DEMO} --from v0.26.0") in err
 
 
 def test_read_only_root(capsys, root):

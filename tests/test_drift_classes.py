@@ -11,7 +11,6 @@ spec: 1
 name: tiny
 summary: drift classes on a tiny module
 snippets: {package: hooks, alias: _h}
-releases: [r1]
 obsolete_when:
   - {file: pkg/mod.py, function: Engine.step, contains: "self.upstream_fix(...)"}
 targets:

@@ -113,7 +113,6 @@ spec: 1
 name: prop
 summary: generated
 snippets: {package: demo_snips, alias: _p, path: %s}
-releases: [r1]
 targets:
   - id: t
     file: pkg/mod.py

