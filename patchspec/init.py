@@ -4,7 +4,7 @@ From a root (or a release fetched from PyPI) and the functions to patch, it writ
 
 - ``NAME.yaml``: one target per function, each wrapped by a hook of the snippet package;
 - ``runtime_snippets/<package>/__init__.py``: the hooks (each calls the original until you edit it) and
-  ``USES`` naming what they rely on, which ``check`` verifies on every release;
+  an empty ``USES`` table for what they will rely on, which ``check`` verifies on every release;
 - ``tests/test_<package>.py``: a test of the hooks that runs without the patched package;
 - ``releases/<release>.yaml``: the first release profile, drafted by ``profile new``.
 
@@ -116,9 +116,6 @@ def _spec_text(name: str, package: str, hooked: list[Hooked]) -> str:
 
 
 def _snippets_text(name: str, hooked: list[Hooked]) -> str:
-    uses: dict[str, list[str]] = {}
-    for h in hooked:
-        uses.setdefault(h.file, []).append(h.function)
     hooks = "\n\n".join(f'''def {h.hook}(original):
     """Wraps ``{h.function}`` of ``{h.file}``; calls it unchanged until you edit this."""
     @functools.wraps(original)
@@ -130,8 +127,9 @@ from __future__ import annotations
 
 import functools
 
-# What these hooks rely on in the patched package, checked by `patchspec check` on every release.
-USES = {uses!r}
+# What the hooks rely on in the patched package, checked by `patchspec check` on every release, e.g.
+# {{"{hooked[0].file}": ["{hooked[0].function}(a, b)", "SomeClass.attribute"]}}.
+USES: dict[str, list[str]] = {{}}
 
 
 {hooks}
