@@ -16,12 +16,35 @@ import zipfile
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from patchspec.errors import PatchspecError
 
 
 def cache_dir() -> Path:
     return Path(os.environ.get("PATCHSPEC_CACHE") or Path.home() / ".cache" / "patchspec")
+
+
+def releases_of(name: str, since: str | None = None) -> list[str]:
+    """The final releases of ``name`` on the index pip is configured with (PyPI, or ``PIP_INDEX_URL`` /
+    ``PIP_FIND_LINKS``), oldest first; from ``since`` on when given."""
+    done = subprocess.run([sys.executable, "-m", "pip", "index", "versions", name, "--disable-pip-version-check"],
+                          capture_output=True, text=True)
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("Available versions:")), None)
+    if done.returncode != 0 or line is None:
+        last = (done.stderr.strip().splitlines() or ["no versions listed"])[-1]
+        raise PatchspecError(f"{name}: cannot list its releases: {last}")
+    found = sorted((Version(v.strip()) for v in line.split(":", 1)[1].split(",")), reverse=False)
+    floor = Version(since) if since else None
+    return [str(v) for v in found if floor is None or v >= floor]
+
+
+def requirement(text: str) -> str:
+    """``NAME==VERSION`` as given, or for a bare ``NAME`` its newest release."""
+    name, sep, version = text.partition("==")
+    if sep:
+        return text
+    return f"{name}=={releases_of(name)[-1]}"
 
 
 def pypi_root(requirement: str) -> Path:

@@ -110,15 +110,18 @@ def _add_drift_verbs(verb, verbs, common) -> None:
     _spec_arg(p), _release_arg(p)
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--root", help="site-packages or source tree to check")
-    where.add_argument("--pypi", metavar="NAME==VERSION", help="check that wheel from PyPI (cached)")
+    where.add_argument("--pypi", metavar="NAME[==VERSION]",
+                       help="check that release from PyPI (cached); a bare NAME: its newest release")
     p.add_argument("--baseline", help="a root of the profiled release, or pypi (its pinned wheels): report "
                                       "changed statement ranges and where each anchor moved")
     p.add_argument("--no-cache", action="store_true", help="do not read or fill the drift cache")
     p = verb("matrix", "drift class of every target and transform on several roots, one column each")
     _spec_arg(p), _release_arg(p)
     p.add_argument("--root", action="append", default=[], help="a root: one column (repeatable)")
-    p.add_argument("--pypi", action="append", default=[], metavar="NAME==VERSION",
-                   help="a wheel from PyPI (cached): one column (repeatable)")
+    p.add_argument("--pypi", action="append", default=[], metavar="NAME[==VERSION]",
+                   help="a release from PyPI (cached): one column (repeatable); a bare NAME: its newest release, "
+                        "or with --since every release since")
+    p.add_argument("--since", metavar="VERSION", help="with a bare --pypi NAME: one column per release from VERSION on")
     p.add_argument("--markdown", action="store_true", help="print a Markdown table")
     p.add_argument("--no-cache", action="store_true", help="do not read or fill the drift cache")
     profile = verbs.add_parser("profile", help="release profiles", description="release profiles")
@@ -296,20 +299,28 @@ def cmd_validate(args) -> Outcome:
 
 
 def cmd_drift(args) -> Outcome:
-    from patchspec import drift_report
+    from patchspec import cache, drift_report
 
     if args.pypi:
-        result = drift_report.pypi_drift(args.spec, args.pypi, args.release, args.baseline, not args.no_cache)
+        result = drift_report.pypi_drift(args.spec, cache.requirement(args.pypi), args.release, args.baseline,
+                                         not args.no_cache)
     else:
         result = drift_report.drift(args.spec, args.root, args.release, args.baseline, not args.no_cache)
     return Outcome(severity_exit(result.code), drift_report.report_json(result), drift_report.report_lines(result))
 
 
 def cmd_matrix(args) -> Outcome:
-    from patchspec import drift_report
-    from patchspec.cache import pypi_root
+    from patchspec import cache, drift_report
 
-    roots = args.root + [str(pypi_root(requirement)) for requirement in args.pypi]
+    if args.since and not any("==" not in given for given in args.pypi):
+        raise PatchspecError("--since needs a --pypi NAME without a version")
+    requirements = []
+    for given in args.pypi:
+        if "==" in given or not args.since:
+            requirements.append(cache.requirement(given))
+        else:
+            requirements += [f"{given}=={v}" for v in cache.releases_of(given, args.since)]
+    roots = args.root + [str(cache.pypi_root(r)) for r in requirements]
     if not roots:
         raise PatchspecError("matrix needs at least one --root or --pypi")
     m = drift_report.matrix(args.spec, roots, args.release, not args.no_cache)
