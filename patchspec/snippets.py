@@ -8,6 +8,8 @@ import libcst as cst
 from patchspec import runtime_snippets
 from patchspec.compiler import pattern, snippet_api
 from patchspec.compiler.plan import RUNTIME_PACKAGE
+from patchspec.compiler.transforms import KINDS
+from patchspec.compiler.transforms.kind import Hook
 from patchspec.errors import PatchspecError
 from patchspec.model import Spec
 
@@ -20,8 +22,9 @@ def package_dir(spec: Spec) -> Path:
     base = Path(spec.path).resolve().parent / spec.snippet_dir if spec.snippet_dir else SNIPPETS_ROOT
     path = base / spec.snippet_package
     if not (path / "__init__.py").is_file():
-        raise PatchspecError(f"snippet package {spec.snippet_package!r} not found under {base}",
-                             file=spec.path)
+        raise PatchspecError(f"snippet package {spec.snippet_package!r} not found: no {path / '__init__.py'}",
+                             file=spec.path, line=spec.snippets_loc.line if spec.snippets_loc else None,
+                             col=spec.snippets_loc.col if spec.snippets_loc else None)
     return path
 
 
@@ -35,28 +38,29 @@ def read_package(read, spec: Spec):
 
 
 def validate(spec: Spec) -> None:
-    """Every hook a transform names is exported by the snippet package and its arguments bind."""
+    """Every hook a transform names is exported by the snippet package, its arguments bind, and its
+    signature fits its use (a decorator takes the one function; a method's first parameter the instance)."""
     exported = read_package(snippet_api.exports, spec)
     for target in spec.targets:
         for t in target.transforms:
+            kind = KINDS[t.kind]
             for key, value in t.params.items():
-                if key in ("with",):
-                    node = cst.parse_expression(f"{spec.alias}.{value}(_)" if t.kind == "wrap"
+                if key == kind.hook_key:
+                    node = cst.parse_expression(f"{spec.alias}.{value}(_)" if kind.hook is Hook.DECORATOR
                                                 else f"{spec.alias}.{value}")
-                elif key in ("code", "import"):
-                    node = pattern.parse(value, "code")
-                elif key == "value":
-                    node = pattern.parse(value, "expression")
+                elif key in kind.code_keys:
+                    node = pattern.parse(value, kind.code_keys[key])
                 else:
                     continue
+                where = t.at(key)
                 for name, call in snippet_api.hook_uses(node, spec.alias):
-                    where = t.at(key)
                     if name not in exported:
                         raise PatchspecError(
                             f"{target.id} transform {t.index} ({t.kind}): {spec.alias}.{name} is not "
-                            f"exported by runtime_snippets/{spec.snippet_package}",
-                            file=where.file, line=where.line, col=where.col)
+                            f"exported by {package_dir(spec)}", file=where.file, line=where.line, col=where.col)
                     problem = call is not None and snippet_api.binding_problem(exported[name], call)
+                    if not problem and key == kind.hook_key and kind.hook is Hook.METHOD:
+                        problem = snippet_api.method_problem(exported[name])
                     if problem:
                         raise PatchspecError(
                             f"{target.id} transform {t.index} ({t.kind}): {spec.alias}.{name}"

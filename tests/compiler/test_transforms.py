@@ -207,10 +207,11 @@ CASES = [
 
             def keys(self):
                 return []
+
             __iter__ = _s.iter_keys  # patchspec: demo
         # after
         y = 2
-        """, id="add_method-end-of-class"),
+        """, id="add_method-end-of-class-spaced-like-its-methods"),
     pytest.param(
         "Outer.Inner", {"add_attribute": {"name": "flag", "value": "True"}},
         """
