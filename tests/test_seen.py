@@ -48,6 +48,10 @@ def no_self():
     return None
 
 
+def two_functions(fn, other):
+    return fn
+
+
 CALLS = []
 '''
 
@@ -302,6 +306,32 @@ def test_seen_4_add_method_hook_without_self_is_refused(lab):
     """)
     message = refusal(spec, lab)
     assert "first parameter must take the instance" in message and message.startswith(f"{spec}:12:")
+
+
+def test_seen_4_a_wrap_hook_that_is_not_a_decorator_of_one_function_is_refused(lab):
+    lab.source(BODY)
+    spec = lab.spec("""
+      - id: send
+        file: pkg/mod.py
+        function: send
+        transforms:
+          - wrap: {with: two_functions}
+    """)
+    message = refusal(spec, lab)
+    assert "_s.two_functions(fn, other): missing a required argument: 'other'" in message
+    assert message.startswith(f"{spec}:12:")
+
+
+def test_seen_4_an_alias_that_is_a_local_of_the_target_is_refused(lab):
+    lab.source(BODY)
+    spec = lab.spec("""
+      - id: send
+        file: pkg/mod.py
+        function: send
+        transforms:
+          - insert_before: {anchor: "return resp", code: "resp.note()"}
+    """, alias="resp")
+    assert "the snippet alias resp is also a local name of send" in refusal(spec, lab)
 
 
 def test_seen_4_an_alias_that_shadows_a_module_name_is_refused(lab):
