@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from patchspec.compiler.edits import LineEdit, NodeEdit
-from patchspec.compiler.source import SourceFile
+from patchspec.compiler.source import SourceFile, split_lines
 from patchspec.model import Loc
 
 BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__package__",
@@ -74,6 +74,8 @@ def _bound_by(node: ast.AST) -> set[str]:
         return set(node.names)
     if isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
         return {node.name}
+    if isinstance(node, ast.arg):
+        return {node.arg}
     return set()
 
 
@@ -110,7 +112,7 @@ def compile_problem(path: str, text: str, rows: list) -> Problem | None:
     try:
         compile(text, path, "exec", dont_inherit=True)
     except SyntaxError as exc:
-        bad = text.splitlines()[exc.lineno - 1] if exc.lineno else ""
+        bad = split_lines(text)[exc.lineno - 1] if exc.lineno else ""
         row = next((r for r in rows if r.edits and f"# patchspec: {r.spec}" in bad and _code_of(r) in bad),
                    next((r for r in rows if r.edits and f"# patchspec: {r.spec}" in bad), rows[0]))
         return Problem(row.spec, f"the patched file would not compile: {exc.msg} (patched line {exc.lineno}: "
@@ -179,26 +181,15 @@ def _check_fragment(row, target: ast.AST, fragment: ast.AST, edit, module, alias
     return found
 
 
-def _params(func: ast.AST) -> set[str]:
-    return {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
-
-
 def _locals_before(func: ast.AST, line: int, after: bool) -> set[str]:
-    """Parameters and the names the function binds on lines before ``line`` (up to it, for an insertion
-    after the anchor or at the head of a loop's body)."""
-    names = _params(func)
-    for node in _walk_scope(func.body):
-        at = getattr(node, "lineno", None)
-        if at is not None and (at < line or (after and at <= line)):
-            names |= _bound_by(node)
-    return names
+    """Parameters and the names bound on lines before ``line`` (up to it, for an insertion after the
+    anchor or at the head of a loop's body), nested functions' included: an anchor may sit in one."""
+    return {name for node in ast.walk(func) if (at := getattr(node, "lineno", None)) is not None
+            and (at < line or (after and at <= line)) for name in _bound_by(node)}
 
 
 def _all_locals(func: ast.AST) -> set[str]:
-    names = _params(func)
-    for node in _walk_scope(func.body):
-        names |= _bound_by(node)
-    return names
+    return {name for node in ast.walk(func) if node is not func for name in _bound_by(node)}
 
 
 def _is_generator(func: ast.AST) -> bool:

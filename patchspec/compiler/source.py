@@ -83,10 +83,11 @@ class SourceFile:
         found: DefNode | None = None
         for part in qualname.split("."):
             candidates = list(_candidates(scope, part, ()))
-            live = [c for c in candidates if c[0] is not None]
-            stubs = len(candidates) - len(live)
-            live = [(n, path) for n, path in live
-                    if not any(o.lineno > n.lineno and _encloses(opath, path) for o, opath in live)]
+            defined = [c for c in candidates if c[0] is not None]
+            stubs = len(candidates) - len(defined)
+            live = [(n, path) for n, path in defined
+                    if not any(o.lineno > n.lineno and _encloses(opath, path) for o, opath in defined)]
+            replaced = len(defined) - len(live)
             if branch is not None and len(live) > 1:
                 live = [(n, path) for n, path in live
                         if (path[-1][1] if path else ("top level", "")) == branch_key(branch)]
@@ -100,12 +101,11 @@ class SourceFile:
                 raise TargetAmbiguous(f"{part} is defined in several branches: {listed}; choose one with "
                                       f"`branch:`", [n.lineno for n, _ in live])
             found = live[0][0]
-            total = sum(1 for n, _ in candidates if n is not None)
             if stubs:
                 notes.append(f"{stubs} @overload stub{'s' if stubs > 1 else ''} of {part} skipped")
-            if total > 1:
-                notes.append(f"{part} is defined {total} times; the last at its level (line {found.lineno}) "
-                             f"is live")
+            if replaced:
+                notes.append(f"{part} is defined {replaced + 1} times; the last at its level (line "
+                             f"{found.lineno}) is live")
             if live[0][1]:
                 notes.append(f"{part} in branch {_label(live[0][1])}")
             scope = found.body
