@@ -67,7 +67,9 @@ def raise_plan_errors(plan: planner.Plan) -> None:
     if plan.errors:
         first = plan.errors[0]
         more = f" (and {len(plan.errors) - 1} more)" if len(plan.errors) > 1 else ""
-        source = Location(first.file, first.lines[0] if first.lines else None)
+        definition = plan.definitions.get((first.file, first.function))
+        line = first.lines[0] if first.lines else definition.node.lineno if definition else None
+        source = Location(first.file, line)
         raise _at_spec(f"{first.spec} {first.target}#{first.index} {first.kind} in {first.function}: "
                        f"{first.detail}{more}; nothing was written", first.spec_loc, source)
 
