@@ -16,7 +16,7 @@ from patchspec.compiler import lint
 from patchspec.compiler.edits import LineEdit, NodeEdit, ResolveError, Status, marked_line
 from patchspec.compiler.emit import render_fragment, splice
 from patchspec.compiler.source import SourceError, SourceFile, TargetAmbiguous
-from patchspec.compiler.transforms import KINDS
+from patchspec.compiler.transforms import CLASS_KINDS, KINDS
 from patchspec.compiler.transforms.context import Definition, TargetContext
 from patchspec.model import Loc, Spec, Target
 
@@ -213,7 +213,7 @@ def _slot(r: Resolved, edit) -> tuple[tuple | None, str]:
     """What one edit sets that another spec's edit could set differently, and the value it sets."""
     if isinstance(edit, NodeEdit) and edit.action == "argument":
         return (r.file, id(edit.node), f"{edit.new.keyword.value}="), _code(edit.new.value)
-    if r.kind in ("add_method", "add_attribute"):
+    if r.kind in CLASS_KINDS:
         text = edit.text if isinstance(edit, LineEdit) else _code(edit.new)
         name, _, value = text.split("#")[0].strip().partition("=")
         return (r.file, r.function, f"{r.function}.{name.strip()}"), value.strip()
