@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from patchspec.compiler.pattern import NO_VALUE, STRING_TYPES, literal_value, semantic_fields
+from patchspec.compiler.pattern import NO_VALUE, STRING_TYPES, fstring_prefix, literal_value, semantic_fields
 from patchspec.compiler.source import DefNode, SourceError, SourceFile, span
 
 BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
@@ -38,7 +38,7 @@ def tokens(node: cst.CSTNode) -> Iterator[str]:
         return
     yield type(node).__name__
     if isinstance(node, cst.FormattedString):  # its quotes are layout, its prefix is not
-        yield node.prefix
+        yield fstring_prefix(node.start)
         for part in node.parts:
             yield from tokens(part)
         return

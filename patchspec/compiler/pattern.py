@@ -39,6 +39,11 @@ STRING_TYPES = (cst.SimpleString, cst.ConcatenatedString)
 NO_VALUE = object()
 
 
+def fstring_prefix(start: str) -> str:
+    """An f-string's prefix as its meaning: ``F"``, ``Rf'`` and ``fr'''`` read ``f``, ``fr``, ``fr``."""
+    return "".join(sorted(start.lower().rstrip("'\"")))
+
+
 def literal_value(node: cst.CSTNode) -> object:
     """The value a string or number literal stands for (typed, so ``1`` is not ``1.0``); ``NO_VALUE``
     for anything else, an f-string among them. Quotes, prefixes, implicit concatenation and the way a
@@ -113,10 +118,9 @@ def to_matcher(node: cst.CSTNode):
     if want is not NO_VALUE:
         return m.MatchIfTrue(lambda found: literal_value(found) == want)
     if isinstance(node, cst.FormattedString):  # its quotes are layout, its prefix is not
-        prefix = node.prefix.lower()
+        prefix = fstring_prefix(node.start)
         return m.FormattedString(parts=_value_matcher(node.parts),
-                                 start=m.MatchIfTrue(lambda start: start.lower().startswith(prefix)
-                                                     and start.lower().rstrip("'\"") == prefix))
+                                 start=m.MatchIfTrue(lambda start: fstring_prefix(start) == prefix))
     matcher_class = getattr(m, type(node).__name__)
     if isinstance(node, OPERATOR_TYPES):
         return matcher_class()
