@@ -64,12 +64,12 @@ SPEC_ERRORS = [
     ("missing-file", lambda t: replace_once(t, "file: vllm/sequence.py", "file: vllm/no_such.py"),
      r"demo\.yaml:24:9: demo sequence-iter#0 add_method in IntermediateTensors: file vllm/no_such.py does not"),
     ("missing-anchor", lambda t: replace_once(t, "request = self.running[req_index]", "request = self.waiting[0]"),
-     r"demo\.yaml:13:9: demo scheduler-loop#0 loop_guard in Scheduler.schedule: .*missing; nothing was "
+     r"demo\.yaml:14:11: demo scheduler-loop#0 loop_guard in Scheduler.schedule: .*missing; nothing was "
      r"written \(see vllm/v1/core/sched/scheduler.py:\d+\)"),
     ("ambiguous-anchor", lambda t: replace_once(
         t, "while req_index < len(self.running) and token_budget > 0:\n                request = self.running[req_index]\n                ...",
         "while ...: ..."),
-     r"demo\.yaml:13:9: demo scheduler-loop#0 loop_guard in Scheduler.schedule: .*ambiguous \(lines \d+, \d+.*"
+     r"demo\.yaml:14:11: demo scheduler-loop#0 loop_guard in Scheduler.schedule: .*ambiguous \(lines \d+, \d+.*"
      r"\(see vllm/v1/core/sched/scheduler.py:\d+\)"),
 ]
 

@@ -113,6 +113,9 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, o
             resolved.line, resolved.edits = KINDS[transform.kind].resolve(ctx, transform.params)
         except ResolveError as exc:
             resolved.status, resolved.detail, resolved.lines = exc.reason, str(exc), exc.lines
+            pattern_keys = list(KINDS[transform.kind].pattern_keys)
+            if exc.reason in (Status.MISSING, Status.AMBIGUOUS) and pattern_keys:
+                resolved.spec_loc = transform.at(pattern_keys[0])   # the anchor itself, in the spec
         except SourceError as exc:
             resolved.status, resolved.detail = Status.UNPARSABLE, str(exc)
         resolved.note = "; ".join(filter(None, [located.note, *ctx.notes]))

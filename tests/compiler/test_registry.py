@@ -3,6 +3,7 @@ the registry, and the schema file editors read is kept in step with it."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from patchspec.compiler.edits import Status
 from patchspec.compiler.transforms import CLASS_KINDS, CODE_KEYS, KINDS, PATTERN_KEYS, transform_schema
@@ -25,3 +26,10 @@ def test_keys_and_kinds_derived_from_the_descriptors():
 def test_statuses_are_an_enum_that_reads_as_its_value():
     assert json.dumps([Status.TARGET_MISSING]) == '["target-missing"]'
     assert f"{Status.AMBIGUOUS}" == "ambiguous" and Status("missing") is Status.MISSING
+
+
+def test_the_docs_table_lists_every_kind_with_its_keys():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "spec-language.md").read_text()
+    for name, kind in KINDS.items():
+        row = f"| `{name}` | {', '.join(f'`{key}`' for key in kind.keys)} |"
+        assert row in doc, row
