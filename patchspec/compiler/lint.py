@@ -184,8 +184,9 @@ def _check_fragment(row, target: ast.AST, fragment: ast.AST, edit, module, alias
 def _locals_before(func: ast.AST, line: int, after: bool) -> set[str]:
     """Parameters and the names bound on lines before ``line`` (up to it, for an insertion after the
     anchor or at the head of a loop's body), nested functions' included: an anchor may sit in one."""
-    return {name for node in ast.walk(func) if (at := getattr(node, "lineno", None)) is not None
-            and (at < line or (after and at <= line)) for name in _bound_by(node)}
+    params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}  # a one-line body shares their line
+    return params | {name for node in ast.walk(func) if (at := getattr(node, "lineno", None)) is not None
+                     and (at < line or (after and at <= line)) for name in _bound_by(node)}
 
 
 def _all_locals(func: ast.AST) -> set[str]:

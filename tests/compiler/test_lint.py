@@ -45,3 +45,10 @@ def test_a_local_assigned_only_after_the_anchor_is_refused():
     plan = resolve(SOURCE, spec)
     planner.emit(plan, [spec])
     assert [p.text for p in plan.problems] == ["inserted code reads a name not bound before it: f:6: data"]
+
+
+def test_a_one_line_body_reads_the_parameters_on_its_line():
+    spec = make_spec([target("f", {"insert_before": {"anchor": "return g(x)", "code": "_s.note(x)"}})])
+    plan = resolve("def f(x): return g(x)\n", spec)
+    planner.emit(plan, [spec])
+    assert plan.problems == []
