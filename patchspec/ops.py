@@ -58,7 +58,8 @@ def pristine_reader(root: Root, state: dict):
         try:
             return None if data is None else encoding.decode(data)
         except (UnicodeDecodeError, LookupError) as exc:
-            raise PatchspecError(f"cannot decode as {encoding.detect(data)}: {exc}", file=str(root.path / rel)) from None
+            raise PatchspecError(f"cannot decode as {encoding.detect(data)}: {exc}",
+                                 file=str(root.path / rel)) from None
     return read
 
 
@@ -323,7 +324,8 @@ def check(spec_path: str, release: str, root_path: str, only: set[str] | None = 
     problems = [{"type": "binding", "detail": f"binding: {p}"} for p in binding_problems(prepared)]
     marker = prepared.spec.marker
     problems += [{"type": "partial", "file": rel, "detail": f"partial: {rel} carries {marker!r} but the state "
-                  "record does not list it"} for rel in prepared.plan.files if marker in (root.read_text(rel) or "")]
+                  "record does not list it"} for rel in prepared.plan.files
+                 if marker in encoding.decode(root.read_bytes(rel) or b"")]
     return CheckResult(Exit.BROKEN if problems else Exit.PENDING, rows, problems)
 
 

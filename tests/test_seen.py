@@ -554,7 +554,9 @@ def test_seen_7_bom_and_coding_cookie_are_read_and_written_back(lab, head, encod
         transforms:
           - insert_before: {anchor: "return x", code: "_s.note(x)"}
     """)
+    assert ops.check(spec, "r1", str(lab.root)).code == 1
     lab.apply(spec)
+    assert ops.check(spec, "r1", str(lab.root)).code == 0
     patched = (lab.root / "pkg/mod.py").read_bytes()
     assert patched.startswith(head) and "caf\u00e9".encode(encoding) in patched
     assert lab.run("from pkg.mod import f, NAME; print(f(1), NAME == 'caf\\u00e9')") == "1 True"
