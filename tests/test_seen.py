@@ -1,5 +1,7 @@
 """Issue 11's "What was seen", one test each: patchspec said "applied" and the patched code did the wrong
-thing (or the error did not say where). Each runs the real compiler and, where the issue was about apply,
+thing (or the error did not say where). Each ``test_seen_N`` fails before the change; ``test_control_*``
+(and the same-quote case of seen 3) pass before and after: they show the checks do not refuse good specs
+and that what already held still holds. Each runs the real compiler and, where the issue was about apply,
 the real ``ops`` on a root in a temporary directory."""
 from __future__ import annotations
 
@@ -283,7 +285,7 @@ def test_seen_4_inserted_code_that_would_fail_at_run_time_is_refused(lab, code, 
     assert not (lab.root / "_patchspec_runtime").exists()
 
 
-def test_seen_4_names_bound_where_the_code_lands_are_accepted(lab):
+def test_control_names_bound_where_the_code_lands_are_accepted(lab):
     lab.source(BODY)
     lab.apply(lab.spec("""
       - id: send
@@ -308,7 +310,7 @@ def test_seen_4_add_method_hook_without_self_is_refused(lab):
     assert "first parameter must take the instance" in message and message.startswith(f"{spec}:12:")
 
 
-def test_seen_4_a_wrap_hook_that_is_not_a_decorator_of_one_function_is_refused(lab):
+def test_control_a_wrap_hook_that_is_not_a_decorator_of_one_function_is_refused(lab):
     lab.source(BODY)
     spec = lab.spec("""
       - id: send
