@@ -41,6 +41,7 @@ class Target:
     function: str
     transforms: tuple[Transform, ...]
     loc: Loc
+    branch: str | None = None   # which ``if``/``try`` block's definition, when several define the name
 
     @property
     def package(self) -> str:
@@ -66,6 +67,13 @@ class Spec:
     path: str
     sha256: str
     snippet_dir: str | None = None
+    order: int = 0              # stacking: specs editing one place apply by (order, name)
+    snippets_loc: Loc | None = field(default=None, compare=False)   # the ``snippets:`` key in the spec
+
+    @property
+    def rank(self) -> tuple[int, str]:
+        """Where this spec's edits go among other specs' edits of the same place."""
+        return self.order, self.name
 
     def with_targets(self, targets: tuple[Target, ...]) -> "Spec":
         return replace(self, targets=targets)

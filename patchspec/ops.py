@@ -10,10 +10,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchspec.compiler import bindings, plan as planner, snippet_api
-from patchspec.compiler.edits import NodeEdit
+from patchspec.compiler import bindings, encoding, plan as planner, snippet_api
+from patchspec.compiler.edits import Status
 from patchspec import installed, profiles, snippets, state as staterec, txn
-from patchspec.errors import Exit, PatchspecError
+from patchspec.errors import Exit, Location, PatchspecError
 from patchspec.model import Spec, package_of
 from patchspec.root import Root
 from patchspec.spec import load_spec, load_spec_bytes
@@ -56,25 +56,53 @@ def prepare(spec_path: str, release: str, root_path: str, only: set[str] | None 
 
 
 def pristine_reader(root: Root, state: dict):
-    """Read a file as it was before any spec patched it."""
+    """Read a file as it was before any spec patched it, in the encoding it declares (BOM, cookie)."""
     def read(rel: str) -> str | None:
-        if rel in state["files"]:
-            data = root.read_bytes(staterec.pristine_path(rel))
-            if data is None:
-                raise PatchspecError("pristine copy missing from the state record",
-                                     file=str(root.path / staterec.pristine_path(rel)))
-            return data.decode("utf-8")
-        return root.read_text(rel)
+        path = staterec.pristine_path(rel) if rel in state["files"] else rel
+        data = root.read_bytes(path)
+        if data is None and rel in state["files"]:
+            raise PatchspecError("pristine copy missing from the state record", file=str(root.path / path))
+        try:
+            return None if data is None else encoding.decode(data)
+        except (UnicodeDecodeError, LookupError) as exc:
+            raise PatchspecError(f"cannot decode as {encoding.detect(data)}: {exc}",
+                                 file=str(root.path / rel)) from None
     return read
 
 
 def raise_plan_errors(plan: planner.Plan) -> None:
+    """The first unresolved transform, at its place in the spec and (where known) in the source."""
     if plan.errors:
         first = plan.errors[0]
         more = f" (and {len(plan.errors) - 1} more)" if len(plan.errors) > 1 else ""
-        line = first.lines[0] if first.lines else None
-        raise PatchspecError(f"{first.spec} {first.target}#{first.index} {first.kind} in {first.function}: "
-                             f"{first.detail}{more}; nothing was written", file=first.file, line=line)
+        definition = plan.definitions.get((first.file, first.function))
+        line = first.lines[0] if first.lines else definition.node.lineno if definition else None
+        source = Location(first.file, line)
+        raise _at_spec(f"{first.spec} {first.target}#{first.index} {first.kind} in {first.function}: "
+                       f"{first.detail}{more}; nothing was written", first.spec_loc, source)
+
+
+def _at_spec(message: str, spec_loc, *source: Location) -> PatchspecError:
+    if spec_loc is None:
+        first, *rest = source
+        return PatchspecError(message, file=first.file, line=first.line, also=tuple(rest))
+    return PatchspecError(message, file=spec_loc.file, line=spec_loc.line, col=spec_loc.col, also=source)
+
+
+def emit_checked(plan: planner.Plan, specs: list[Spec]) -> dict[str, str]:
+    """``planner.emit``, with a conflict or anything lint refuses raised at the spec's line:col."""
+    try:
+        texts = planner.emit(plan, specs)
+    except planner.ConflictError as exc:
+        first, *rest = exc.locations or [None]
+        raise _at_spec(f"{exc}; nothing was written", first, *[Location(r.file, r.line, r.col) for r in rest],
+                       Location(exc.file, exc.line)) from None
+    if plan.problems:
+        first = plan.problems[0]
+        more = f" (and {len(plan.problems) - 1} more)" if len(plan.problems) > 1 else ""
+        raise _at_spec(f"{first.spec}: {first.text}{more}; nothing was written", first.where,
+                       Location(first.file, first.line))
+    return texts
 
 
 def _applied_specs(state: dict, root: Root, exclude: str | None = None) -> dict[str, Spec]:
@@ -90,44 +118,33 @@ def _applied_specs(state: dict, root: Root, exclude: str | None = None) -> dict[
 
 
 def patched_texts(specs: list[Spec], files: set[str], root: Root, state: dict) -> dict[str, str]:
-    """The text of each file with every one of ``specs`` applied to its pristine text, in name order, so
-    that the text does not depend on the order the specs were applied in."""
+    """The text of each file with every one of ``specs`` applied to its pristine text, in stacking order
+    (``order``, then name), so that the text does not depend on the order the specs were applied in."""
     scoped = [s.with_targets(tuple(t for t in s.targets if t.file in files))
-              for s in sorted(specs, key=lambda s: s.name)]
+              for s in sorted(specs, key=lambda s: s.rank)]
     plan = planner.resolve(scoped, pristine_reader(root, state), root.has_package,
                            {package_of(f) for f in files})
     raise_plan_errors(plan)
-    try:
-        texts = planner.emit(plan, scoped)
-    except planner.ConflictError as exc:
-        raise PatchspecError(f"{exc}; nothing was written") from None
-    return texts
+    return emit_checked(plan, scoped)
 
 
 def compile_spec(prepared: Prepared) -> dict[str, str]:
     raise_plan_errors(prepared.plan)
-    texts = planner.emit(prepared.plan, [prepared.spec])
+    texts = emit_checked(prepared.plan, [prepared.spec])
     raise_binding_problems(binding_problems(prepared), prepared.spec)
     return texts
 
 
 def binding_problems(prepared: Prepared) -> list[str]:
     """What anchors cannot show: a member or signature the snippets use (their ``USES``) that the release
-    lacks, or a name the inserted code reads that the patched function does not bind before it."""
+    lacks, or what lint found in the inserted code (a name not bound before it...): emit first."""
     spec, plan = prepared.spec, prepared.plan
-    present = {package_of(r.file) for r in plan.resolved if r.status != planner.SKIPPED}
+    present = {package_of(r.file) for r in plan.resolved if r.status != Status.SKIPPED}
     uses = {rel: entries for rel, entries in snippets.read_package(snippet_api.declared_uses, spec).items()
             if package_of(rel) in present}
     parsed = bindings.tree_reader(prepared.read)
     found = bindings.problems(uses, lambda rel: plan.sources[rel].tree if rel in plan.sources else parsed(rel))
-    inserted = {(r.file, r.function) for r in plan.resolved
-                if r.ok and any(isinstance(e, NodeEdit) for e in r.edits)}
-    for rel, function in sorted(inserted):
-        definition = plan.definitions[(rel, function)]
-        found += [f"{rel}: inserted code reads a name not bound before it: {where}"
-                  for where in bindings.unbound_names(plan.rendered[(rel, function)], definition.fragment.start,
-                                                      plan.sources[rel].tree, function, spec.alias)]
-    return found
+    return found + [str(p) for p in plan.problems]
 
 
 def raise_binding_problems(problems: list[str], spec: Spec) -> None:
@@ -152,7 +169,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         state = staterec.load(root)
         prepared = prepare(spec_path, release, root_path, only, state)
         spec = prepared.spec
-        skipped = [r for r in prepared.plan.resolved if r.status == planner.SKIPPED]
+        skipped = [r for r in prepared.plan.resolved if r.status == Status.SKIPPED]
         if spec.name in state["specs"]:
             rec = state["specs"][spec.name]
             if rec["spec_sha256"] != spec.sha256 or rec["release"] != prepared.release:
@@ -176,7 +193,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
             record = state["files"].setdefault(rel, {"pristine_sha256": staterec.sha256(current), "specs": []})
             if not record["specs"]:
                 writes[root.resolve(staterec.pristine_path(rel))] = current
-            data = texts[rel].encode("utf-8")
+            data = encoding.encode(texts[rel], current)
             record["specs"].append(spec.name)
             record["patched_sha256"] = staterec.sha256(data)
             writes[root.resolve(rel)] = data
@@ -242,7 +259,7 @@ def unapply(spec_name_or_path: str, root_path: str, force: bool = False, lock_ti
                 del state["files"][rel]
             else:
                 remaining = [others[n] for n in record["specs"]]
-                data = patched_texts(remaining, {rel}, root, state)[rel].encode("utf-8")
+                data = encoding.encode(patched_texts(remaining, {rel}, root, state)[rel], pristine)
                 record["patched_sha256"] = staterec.sha256(data)
                 writes[root.resolve(rel)] = data
         for rel in rec["snippets"]:
@@ -296,7 +313,7 @@ def check(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         resolved = _applied_specs(state, root)[spec.name]
         edited = {rel for rel in rec["files"] + rec["snippets"] if not _matches_record(root, state, rel)}
         rows = [planner.Resolved(spec.name, t.id, x.index, x.kind, t.file, t.function,
-                                 EDITED if t.file in edited else APPLIED if t.file in rec["files"] else planner.SKIPPED)
+                                 EDITED if t.file in edited else APPLIED if t.file in rec["files"] else Status.SKIPPED)
                 for t in resolved.targets for x in t.transforms]
         problems = [{"type": "edited", "file": rel, "detail": f"edited: {rel} differs from what apply wrote"}
                     for rel in sorted(edited - set(rec["files"]))]
@@ -308,11 +325,15 @@ def check(spec_path: str, release: str, root_path: str, only: set[str] | None = 
     rows = [dataclasses.replace(r, status=WOULD_APPLY) if r.ok else r for r in prepared.plan.resolved]
     if prepared.plan.errors:
         return CheckResult(Exit.BROKEN, rows)
-    planner.emit(prepared.plan, [prepared.spec])
+    try:
+        planner.emit(prepared.plan, [prepared.spec])
+    except planner.ConflictError as exc:
+        return CheckResult(Exit.BROKEN, rows, [{"type": "conflict", "detail": str(exc)}])
     problems = [{"type": "binding", "detail": f"binding: {p}"} for p in binding_problems(prepared)]
     marker = prepared.spec.marker
     problems += [{"type": "partial", "file": rel, "detail": f"partial: {rel} carries {marker!r} but the state "
-                  "record does not list it"} for rel in prepared.plan.files if marker in (root.read_text(rel) or "")]
+                  "record does not list it"} for rel in prepared.plan.files
+                 if marker in encoding.decode(root.read_bytes(rel) or b"")]
     return CheckResult(Exit.BROKEN if problems else Exit.PENDING, rows, problems)
 
 
@@ -332,7 +353,7 @@ def _matches_record(root: Root, state: dict, rel: str) -> bool:
 
 def plan_line(r: planner.Resolved) -> str:
     where = f"{r.file}:{r.line}" if r.line else r.file
-    detail = f" ({r.detail})" if r.detail and not r.ok else ""
+    detail = f" ({r.detail})" if r.detail and not r.ok else f" ({r.note})" if r.note else ""
     state = "would apply" if r.ok else r.status
     return f"{state}: {r.spec} {r.target}#{r.index} {r.kind} {r.function} at {where}{detail}"
 

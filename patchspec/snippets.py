@@ -7,6 +7,8 @@ import libcst as cst
 
 from patchspec.compiler import pattern, snippet_api
 from patchspec.compiler.plan import RUNTIME_PACKAGE
+from patchspec.compiler.transforms import KINDS
+from patchspec.compiler.transforms.kind import Hook
 from patchspec.errors import PatchspecError
 from patchspec.model import Spec
 
@@ -23,7 +25,9 @@ def package_dir(spec: Spec) -> Path:
         if (base / spec.snippet_package / "__init__.py").is_file():
             return base / spec.snippet_package
     tried = " or ".join(str(b / spec.snippet_package / "__init__.py") for b in bases)
-    raise PatchspecError(f"snippet package {spec.snippet_package!r} not found: no {tried}", file=spec.path)
+    where = spec.snippets_loc
+    raise PatchspecError(f"snippet package {spec.snippet_package!r} not found: no {tried}", file=spec.path,
+                         line=where.line if where else None, col=where.col if where else None)
 
 
 def read_package(read, spec: Spec):
@@ -36,28 +40,30 @@ def read_package(read, spec: Spec):
 
 
 def validate(spec: Spec) -> None:
-    """Every hook a transform names is exported by the snippet package and its arguments bind."""
+    """Every hook a transform names is exported by the snippet package, its arguments bind, and its
+    signature fits its use (a decorator takes the one function; a method's first parameter the instance)."""
     exported = read_package(snippet_api.exports, spec)
     for target in spec.targets:
         for t in target.transforms:
+            kind = KINDS[t.kind]
             for key, value in t.params.items():
-                if key in ("with",):
-                    node = cst.parse_expression(f"{spec.alias}.{value}(_)" if t.kind == "wrap"
+                if key == kind.hook_key:
+                    node = cst.parse_expression(f"{spec.alias}.{value}(_)" if kind.hook is Hook.DECORATOR
                                                 else f"{spec.alias}.{value}")
-                elif key in ("code", "import"):
-                    node = pattern.parse(value, "code")
-                elif key == "value":
-                    node = pattern.parse(value, "expression")
+                elif key in kind.code_keys:
+                    node = pattern.parse(value, kind.code_keys[key])
                 else:
                     continue
+                where = t.at(key)
                 for name, call in snippet_api.hook_uses(node, spec.alias):
-                    where = t.at(key)
                     if name not in exported:
                         raise PatchspecError(
                             f"{target.id} transform {t.index} ({t.kind}): {spec.alias}.{name} is not "
                             f"exported by {package_dir(spec) / '__init__.py'}",
                             file=where.file, line=where.line, col=where.col)
                     problem = call is not None and snippet_api.binding_problem(exported[name], call)
+                    if not problem and key == kind.hook_key and kind.hook is Hook.METHOD:
+                        problem = snippet_api.method_problem(exported[name])
                     if problem:
                         raise PatchspecError(
                             f"{target.id} transform {t.index} ({t.kind}): {spec.alias}.{name}"

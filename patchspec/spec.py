@@ -13,17 +13,24 @@ from pathlib import Path
 import jsonschema
 
 from patchspec.compiler import pattern
+from patchspec.compiler.transforms import KINDS, transform_schema
 from patchspec import yamlloc
 from patchspec.errors import PatchspecError
 from patchspec.model import Loc, ObsoleteWhen, Spec, Target, Transform
 
-CODE_KEYS = {"code", "import"}
-PATTERN_KEYS = {"anchor": "statement", "loop": "statement", "call": "expression", "value": "expression"}
+
+
+def schema_text(name: str) -> str:
+    return resources.files("patchspec").joinpath(f"schema/{name}.schema.json").read_text()
 
 
 @functools.cache
 def schema(name: str = "spec") -> dict:
-    return json.loads(resources.files("patchspec").joinpath(f"schema/{name}.schema.json").read_text())
+    """A shipped schema; the spec schema's transforms are the registry's (a test keeps the file in step)."""
+    loaded = json.loads(schema_text(name))
+    if name == "spec":
+        loaded["$defs"]["transform"] = transform_schema()
+    return loaded
 
 
 def schema_errors(data, file: str, name: str = "spec") -> None:
@@ -107,7 +114,7 @@ def build_spec(data, file: str, sha256: str) -> Spec:
             check_transform_syntax(transform)
             transforms.append(transform)
         targets.append(Target(raw_target["id"], raw_target["file"], raw_target["function"],
-                              tuple(transforms), target_loc))
+                              tuple(transforms), target_loc, raw_target.get("branch")))
     obsolete = []
     for index, cond in enumerate(data.get("obsolete_when", [])):
         cond_loc = loc(data["obsolete_when"], index)
@@ -116,16 +123,17 @@ def build_spec(data, file: str, sha256: str) -> Spec:
     return Spec(name=data["name"], summary=data["summary"], snippet_package=data["snippets"]["package"],
                 alias=data["snippets"]["alias"], targets=tuple(targets),
                 obsolete_when=tuple(obsolete), path=file, sha256=sha256,
-                snippet_dir=data["snippets"].get("path"))
+                snippet_dir=data["snippets"].get("path"), order=data.get("order", 0),
+                snippets_loc=loc(data, "snippets"))
 
 
 def check_transform_syntax(transform: Transform) -> None:
     """Every pattern and code string of a transform must be Python of the expected form."""
+    kind = KINDS[transform.kind]
+    forms = {**kind.pattern_keys, **kind.code_keys}
     for key, value in transform.params.items():
-        if key in CODE_KEYS:
-            _check_pattern(value, "code", transform.at(key))
-        elif key in PATTERN_KEYS:
-            _check_pattern(value, PATTERN_KEYS[key], transform.at(key))
+        if key in forms:
+            _check_pattern(value, forms[key], transform.at(key))
 
 
 def _check_pattern(text: str, form: str, where: Loc) -> None:

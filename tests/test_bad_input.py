@@ -59,15 +59,18 @@ SPEC_ERRORS = [
      r"demo\.yaml:\d+:\d+: scheduler-loop transform 0 \(loop_guard\): _demo.stop\(scheduler, req_index\): "
      r"missing a required argument: 'req_index'"),
     ("missing-function", lambda t: replace_once(t, "function: IntermediateTensors", "function: NoSuchClass"),
-     r"vllm/sequence.py: demo sequence-iter#0 add_method in NoSuchClass: NoSuchClass is not defined"),
+     r"demo\.yaml:23:9: demo sequence-iter#0 add_method in NoSuchClass: NoSuchClass is not defined in "
+     r"vllm/sequence.py; .*\(see vllm/sequence.py\)"),
     ("missing-file", lambda t: replace_once(t, "file: vllm/sequence.py", "file: vllm/no_such.py"),
-     r"vllm/no_such.py: demo sequence-iter#0 add_method in IntermediateTensors: file vllm/no_such.py does not"),
+     r"demo\.yaml:23:9: demo sequence-iter#0 add_method in IntermediateTensors: file vllm/no_such.py does not"),
     ("missing-anchor", lambda t: replace_once(t, "request = self.running[req_index]", "request = self.waiting[0]"),
-     r"vllm/v1/core/sched/scheduler.py: demo scheduler-loop#0 loop_guard in Scheduler.schedule: .*missing"),
+     r"demo\.yaml:13:11: demo scheduler-loop#0 loop_guard in Scheduler.schedule: .*missing; nothing was "
+     r"written \(see vllm/v1/core/sched/scheduler.py:\d+\)"),
     ("ambiguous-anchor", lambda t: replace_once(
         t, "while req_index < len(self.running) and token_budget > 0:\n                request = self.running[req_index]\n                ...",
         "while ...: ..."),
-     r"vllm/v1/core/sched/scheduler.py:\d+: demo scheduler-loop#0 loop_guard in Scheduler.schedule: .*ambiguous \(lines \d+, \d+"),
+     r"demo\.yaml:13:11: demo scheduler-loop#0 loop_guard in Scheduler.schedule: .*ambiguous \(lines \d+, \d+.*"
+     r"\(see vllm/v1/core/sched/scheduler.py:\d+\)"),
 ]
 
 

@@ -217,13 +217,13 @@ def test_profile_new_for_a_new_release(vllm_release, probe_copy, capsys):
     assert main(["profile", "new", "v0.24.0", "--root", str(vllm_release("0.24.0")), "--from", "v0.26.0",
                  "--spec", spec]) == 0
     profile = drift_report.profiles.load_profile(probe_copy / "releases", "v0.24.0")
-    assert str(profile.packages["vllm"]) == "==0.24.0"
+    assert str(profile.packages["vllm"].versions) == "==0.24.0"
     assert profile.specs["drift-probe"]["overrides"] == {"schedule": {"transforms": {"1": {
         "anchor": "token_budget = self.max_num_scheduled_tokens"}}}}
     rows = by_key(drift.report(load_spec(spec), lambda rel: (vllm_release("0.24.0") / rel).read_text(),
                                lambda p: True, {}))
     assert profile.fingerprints("drift-probe")["request-counts"] == rows["request-counts#0"].fingerprint
-    assert "add v0.24.0 to releases" in capsys.readouterr().out
+    assert "v0.24.0" in drift_report.profiles.supported_releases(probe_copy / "releases", load_spec(spec))
     assert main(["profile", "new", "v0.24.0", "--root", str(vllm_release("0.24.0")), "--spec", spec]) == 2
 
 

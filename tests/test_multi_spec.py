@@ -1,4 +1,5 @@
-"""Several specs on one root and one file: any order of apply and unapply, conflicts refused up front."""
+"""Several specs on one root and one file: any order of apply and unapply; edits at one place stack in
+the specs' order."""
 from __future__ import annotations
 
 import itertools
@@ -11,7 +12,7 @@ from patchspec.errors import PatchspecError
 from tests.test_apply import DEMO, FIXTURES, tree
 
 SECOND = str(FIXTURES / "second.yaml")
-CONFLICT = str(FIXTURES / "conflict.yaml")
+STACKED = str(FIXTURES / "stacked.yaml")
 
 
 @pytest.fixture
@@ -64,12 +65,21 @@ def test_shared_snippet_files_stay_until_the_last_spec_goes(root):
     assert not (root / "_patchspec_runtime").exists()
 
 
-def test_conflict_on_one_anchor_is_refused_before_writing(root, capsys):
-    ops.apply(DEMO, "v0.30.0", str(root))
+def test_guards_and_wraps_at_one_place_stack_in_order(root):
     before = tree(root)
-    assert main(["apply", CONFLICT, "--release", "v0.30.0", "--root", str(root)]) == 2
-    err = capsys.readouterr().err
-    assert "scheduler.py:612: specs conflict (scheduler-loop#0) and demo (scheduler-loop#0) both edit the same anchor" in err
+    ops.apply(DEMO, "v0.30.0", str(root))
+    alone = tree(root)
+    ops.apply(STACKED, "v0.30.0", str(root))
+    text = (root / "vllm/v1/core/sched/scheduler.py").read_text()
+    # stacked has order -1: its guard runs first and its wrapper is innermost (nearest the def)
+    assert ("    @_demo.passthrough  # patchspec: demo\n    @_stacked.passthrough  # patchspec: stacked\n"
+            "    def schedule(self,") in text
+    guards = [line.strip() for line in text.splitlines() if "stop(self, req_index)" in line]
+    assert guards == ["if _stacked.stop(self, req_index): break  # patchspec: stacked",
+                      "if _demo.stop(self, req_index): break  # patchspec: demo"]
+    ops.unapply(STACKED, str(root))
+    assert tree(root) == alone
+    ops.unapply(DEMO, str(root))
     assert tree(root) == before
 
 

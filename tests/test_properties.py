@@ -2,6 +2,7 @@
 generated sources of many shapes."""
 from __future__ import annotations
 
+import codecs
 import hashlib
 import shutil
 import tempfile
@@ -11,6 +12,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from patchspec import ops
+from patchspec.compiler.source import split_lines
 from patchspec.errors import PatchspecError
 from patchspec.spec import load_spec_bytes
 from tests.test_apply import FIXTURES
@@ -101,10 +103,27 @@ def bodies(draw, indent="    ", depth=0):
 
 @st.composite
 def modules(draw):
+    """A module whose live ``target`` may follow ``@overload`` stubs or an earlier definition, sit in an
+    ``if``/``try`` block, have a one-line body; with form feeds, U+2028 in comments and either quote."""
+    quote = draw(st.sampled_from(["'", '"']))
+    call = f"marker_call(1, {quote}k{quote})"
     header = draw(st.sampled_from(["", '"""Doc."""\n', "import os\n", "from a import (b,\n    c)\n"]))
+    header += "from typing import overload\n"
+    header += draw(st.sampled_from(["", "\f\n", "# a \u2028 separated comment\n"]))
+    before = draw(st.sampled_from(["", "@overload\ndef target(self, x: int) -> int: ...\n\n",
+                                   "def target(self):\n    return 0\n\n"]))
     decorator = draw(st.sampled_from(["", "@decorate\n", "@decorate(1)\n@other\n"]))
-    func = f"{decorator}def target(self):{draw(comment)}\n{draw(bodies())}    marker_call(1)\n"
-    tail = draw(st.sampled_from(["", "\n\nX = 1\n", "\nclass C:\n    pass\n"]))
+    if draw(st.booleans()):
+        func = f"{decorator}def target(self): {call}\n"
+    else:
+        func = f"{decorator}def target(self):{draw(comment)}\n{draw(bodies())}    {call}\n"
+    block = draw(st.sampled_from(["", "if True:\n", "try:\n"]))
+    if block:
+        func = "".join("    " + line if line.strip() else line for line in (before + func).splitlines(True))
+        func = block + func + ("except ImportError:\n    pass\n" if block == "try:\n" else "")
+    else:
+        func = before + func
+    tail = draw(st.sampled_from(["", "\n\nX = 1\n", "\nclass C:\n    pass\n", "\f\nclass C: pass\n"]))
     return header + func + tail
 
 
@@ -119,15 +138,16 @@ targets:
     function: target
     transforms:
       - insert_before: {anchor: "marker_call(...)", code: "_p.stop(self, 1)"}
-      - add_argument: {call: "marker_call(1)", keyword: extra, value: "_p.stop(self, 2)"}
+      - add_argument: {call: 'marker_call(1, "k")', keyword: extra, value: "_p.stop(self, 2)"}
       - wrap: {with: passthrough}
 """ % (FIXTURES / "snips")
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(modules())
-def test_round_trip_on_generated_sources(source):
+@given(modules(), st.booleans())
+def test_round_trip_on_generated_sources(source, bom):
     compile(source, "mod.py", "exec")
+    original = (codecs.BOM_UTF8 if bom else b"") + source.encode()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         (tmp / "spec.yaml").write_text(SPEC_TEXT)
@@ -135,16 +155,22 @@ def test_round_trip_on_generated_sources(source):
         (tmp / "releases" / "r1.yaml").write_text("release: r1\npackages: {pkg: '>=0'}\n")
         root = tmp / "root"
         (root / "pkg").mkdir(parents=True)
-        (root / "pkg" / "mod.py").write_text(source)
+        (root / "pkg" / "mod.py").write_bytes(original)
         ops.apply(str(tmp / "spec.yaml"), "r1", str(root))
-        patched = (root / "pkg" / "mod.py").read_text()
+        data = (root / "pkg" / "mod.py").read_bytes()
+        assert data.startswith(codecs.BOM_UTF8) == bom
+        patched = data.decode("utf-8-sig")
         compile(patched, "mod.py", "exec")
         assert patched.count("# patchspec: prop") == 3
-        assert "marker_call(1, extra=_p.stop(self, 2))" in patched
-        # Outside the inserted lines, every line of the source is still there, in order.
-        kept = [line for line in patched.splitlines(keepends=True) if "# patchspec: prop" not in line]
-        assert "".join(kept).replace(", extra=_p.stop(self, 2)", "") == source
+        assert "marker_call(1, {0}k{0}, extra=_p.stop(self, 2))".format(source.split("marker_call(1, ")[1][0]) in patched
+        live = patched.split("@_p.passthrough  # patchspec: prop\n")[1]
+        assert live.lstrip().startswith("def target(self):")                 # on the live definition
+        assert "def target" not in live.split("def target(self)", 1)[1]      # which is the last one
+        if "def target(self): marker" not in source:
+            # Outside the inserted lines, every line of the source is still there, in order.
+            kept = [line for line in split_lines(patched) if "# patchspec: prop" not in line]
+            assert "".join(kept).replace(", extra=_p.stop(self, 2)", "") == source
         assert ops.apply(str(tmp / "spec.yaml"), "r1", str(root)).changed is False
         ops.unapply(str(tmp / "spec.yaml"), str(root))
-        assert (root / "pkg" / "mod.py").read_text() == source
+        assert (root / "pkg" / "mod.py").read_bytes() == original
         assert sorted(p.name for p in root.iterdir()) == ["pkg"]

@@ -17,6 +17,11 @@ from tests.test_apply import tree
 REPO = Path(__file__).resolve().parent.parent
 
 
+def clean_env() -> dict[str, str]:
+    """This process's environment without what would let the checkout stand in for the installed wheel."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+
 @pytest.fixture(scope="module")
 def wheel_venv(tmp_path_factory):
     work = tmp_path_factory.mktemp("wheel")
@@ -26,14 +31,14 @@ def wheel_venv(tmp_path_factory):
     (wheel,) = (work / "dist").glob("patchspec-*.whl")
     subprocess.run([sys.executable, "-m", "venv", str(work / "venv")], check=True)
     done = subprocess.run([str(work / "venv" / "bin" / "python"), "-m", "pip", "install", "-q",
-                           "--disable-pip-version-check", str(wheel)], capture_output=True, text=True)
+                           "--disable-pip-version-check", str(wheel)], capture_output=True, text=True,
+                          env=clean_env())
     assert done.returncode == 0, done.stderr[-3000:]
     return wheel, work / "venv" / "bin" / "patchspec", work
 
 
 def run(patchspec: Path, *argv: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["PATCHSPEC_CACHE"] = str(cache_dir())
+    env = {**clean_env(), "PATCHSPEC_CACHE": str(cache_dir())}
     return subprocess.run([str(patchspec), *argv], capture_output=True, text=True, cwd=cwd, env=env)
 
 

@@ -11,13 +11,12 @@
   signature is then another package's and is not checked here);
 - ``name``: anything bound at module level.
 
-``unbound_names`` checks the other direction: the names the inserted code passes to the hooks (locals such
-as ``pd_info``) are bound in the patched function before that code, or at module level.
+The other direction (the names inserted code passes to the hooks are bound where it lands) is
+``compiler.lint``'s.
 """
 from __future__ import annotations
 
 import ast
-import builtins
 from collections.abc import Callable
 
 from patchspec.compiler.snippet_api import signature
@@ -129,30 +128,3 @@ def _binding(func: ast.FunctionDef, call: ast.Call, method: bool) -> str | None:
     except TypeError as exc:
         return f"does not bind to {func.name}{sig}: {exc}"
     return None
-
-
-def unbound_names(definition: str, first_line: int, module: ast.Module, qualname: str, alias: str) -> list[str]:
-    """Names that the inserted code (statements and arguments calling ``alias``) of a patched function
-    reads but that are neither bound earlier in the function nor in the module: a release that renamed a
-    local would fail there only at run time. ``definition`` is the patched definition's own lines (as
-    they stand in the file from ``first_line``), ``module`` the file's tree: only the definition is parsed."""
-    indented = definition[:1] in (" ", "\t")
-    func = ast.parse(("if True:\n" if indented else "") + definition).body[0]
-    func = func.body[0] if indented else func
-    offset = first_line - (2 if indented else 1)
-    names = _Module(module)
-    bound: dict[str, int] = {a.arg: func.lineno for a in ast.walk(func.args) if isinstance(a, ast.arg)}
-    for node in ast.walk(func):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-            bound[node.id] = min(node.lineno, bound.get(node.id, node.lineno))
-    missing = []
-    for call in ast.walk(func):
-        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                and isinstance(call.func.value, ast.Name) and call.func.value.id == alias):
-            continue
-        for name in ast.walk(call):
-            if isinstance(name, ast.Name) and isinstance(name.ctx, ast.Load) and name.id != alias:
-                known = name.id in names.defs or name.id in names.imported or hasattr(builtins, name.id)
-                if not known and bound.get(name.id, call.lineno + 1) > call.lineno:
-                    missing.append(f"{qualname}:{call.lineno + offset}: {name.id}")
-    return missing

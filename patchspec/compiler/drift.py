@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from patchspec.compiler import fingerprint, pattern
-from patchspec.compiler.plan import SKIPPED, Plan, Resolved, resolve
+from patchspec.compiler.edits import Status
+from patchspec.compiler.plan import Plan, Resolved, resolve
 from patchspec.compiler.source import SourceError, SourceFile, span
+from patchspec.compiler.transforms import CLASS_KINDS, KINDS
 from patchspec.compiler.transforms.context import Definition
-from patchspec.model import ObsoleteWhen, Spec, Target, Transform, package_of
+from patchspec.model import Loc, ObsoleteWhen, Spec, Target, Transform, package_of
 
 UNCHANGED = "unchanged"            # fingerprint equals the recorded one, every anchor holds
 CHANGED = "changed"                # the body changed, every anchor still matches once: review advised
@@ -27,13 +29,12 @@ UNRECORDED = "unrecorded"          # every anchor holds, but no fingerprint to c
 NOT_CHECKED = "not-checked"        # the target's package is not under the root
 ANCHOR_MISSING = "anchor-missing"
 ANCHOR_AMBIGUOUS = "anchor-ambiguous"
-TARGET_MISSING = "target-missing"  # renamed or removed: see the candidates
+TARGET_MISSING = Status.TARGET_MISSING.value  # renamed or removed: see the candidates
 OBSOLETE = "obsolete"              # the spec's ``obsolete_when`` holds: the fix is upstream
 
 SEVERITY = {UNCHANGED: 0, NOT_CHECKED: 0, CHANGED: 1, UNRECORDED: 1}  # anything else: 2, broken
-FROM_STATUS = {"missing": ANCHOR_MISSING, "ambiguous": ANCHOR_AMBIGUOUS, "target-missing": TARGET_MISSING}
-PATTERN_KEYS = ("anchor", "loop", "call")
-CLASS_KINDS = {"add_method", "add_attribute"}
+FROM_STATUS = {Status.MISSING: ANCHOR_MISSING, Status.AMBIGUOUS: ANCHOR_AMBIGUOUS,
+               Status.TARGET_MISSING: TARGET_MISSING}
 MAX_CANDIDATES = 3
 TRIED_CANDIDATES = 8
 
@@ -72,7 +73,8 @@ class DriftRow(Resolved):
     @classmethod
     def from_dict(cls, data: dict) -> "DriftRow":
         return cls(**{**data, "changes": [fingerprint.Change(**c) for c in data["changes"]],
-                      "candidates": [Candidate(**c) for c in data["candidates"]]})
+                      "candidates": [Candidate(**c) for c in data["candidates"]],
+                      "spec_loc": Loc(**data["spec_loc"]) if data.get("spec_loc") else None})
 
 
 FileDrift = Callable[[Spec, str, "str | None", "str | None", bool, dict], list[DriftRow]]
@@ -129,13 +131,13 @@ def _target_rows(spec: Spec, target: Target, plan: Plan, base: Plan | None,
     base_lines = {r.index: r.line for r in base.resolved if r.target == target.id} if base else {}
     rows = [r for r in plan.resolved if r.target == target.id]
     candidates = []
-    if any(r.status == "target-missing" for r in rows) and target.file in plan.sources:
+    if any(r.status == Status.TARGET_MISSING for r in rows) and target.file in plan.sources:
         reference = fingerprint.statements(base_def.node) if base_def else None
         candidates = find_candidates(spec, target, plan.sources[target.file], reference)
     return [DriftRow(**{f.name: getattr(r, f.name) for f in dataclasses.fields(Resolved) if f.name != "edits"},
                      drift=_classify(r, current, expected), fingerprint=current, expected=expected,
                      baseline_line=base_lines.get(r.index), changes=changes,
-                     candidates=candidates if r.status == "target-missing" else [])
+                     candidates=candidates if r.status == Status.TARGET_MISSING else [])
             for r in rows]
 
 
@@ -150,13 +152,13 @@ def _fingerprint(definition: Definition | None) -> str | None:
 
 
 def _classify(row: Resolved, current: str | None, expected: str | None) -> str:
-    if row.status == SKIPPED:
+    if row.status == Status.SKIPPED:
         return NOT_CHECKED
     if row.ok:
         if expected is None:
             return UNRECORDED
         return UNCHANGED if current == expected else CHANGED
-    return FROM_STATUS.get(row.status, row.status)
+    return FROM_STATUS.get(row.status, str(row.status))
 
 
 def find_candidates(spec: Spec, target: Target, source: SourceFile,
@@ -191,14 +193,14 @@ def find_candidates(spec: Spec, target: Target, source: SourceFile,
 
 def has_pattern(transform: Transform) -> bool:
     """Whether the transform locates something by a pattern (an anchor, a loop, a call)."""
-    return any(key in transform.params for key in PATTERN_KEYS)
+    return bool(KINDS[transform.kind].pattern_keys)
 
 
 def _pattern_words(target: Target) -> set[str]:
     """The names and attributes the target's anchors mention: a candidate lacking one cannot match."""
     words = set()
     for transform in target.transforms:
-        for key in PATTERN_KEYS:
+        for key in KINDS[transform.kind].pattern_keys:
             if key in transform.params:
                 tree = ast.parse(textwrap.dedent(transform.params[key]).strip())
                 words |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}

@@ -5,6 +5,7 @@ a line of the file (module imports, class members), where no parse is needed at 
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 import libcst as cst
@@ -12,9 +13,22 @@ import libcst as cst
 from patchspec.compiler import pattern
 
 
+class Status(enum.StrEnum):
+    """How one transform resolved on one release's sources."""
+
+    OK = "ok"
+    SKIPPED = "skipped"                  # its package is not under the root (or not selected)
+    MISSING = "missing"                  # the anchor matches nothing
+    AMBIGUOUS = "ambiguous"              # the anchor matches several times
+    TARGET_MISSING = "target-missing"
+    TARGET_AMBIGUOUS = "target-ambiguous"  # defined in several branches, no ``branch`` chosen
+    NOT_APPLICABLE = "not-applicable"
+    UNPARSABLE = "unparsable"
+
+
 @dataclass(frozen=True)
 class NodeEdit:
-    action: str            # before | after | body_head | decorate | argument
+    action: str            # before | after | body_head | decorate | argument | member
     node: cst.CSTNode      # the node of the fragment it applies to (by identity)
     new: cst.CSTNode       # the statement, decorator or argument to add
     owner: str             # the spec that asked for it
@@ -30,8 +44,8 @@ class LineEdit:
 class ResolveError(Exception):
     """An anchor that matched zero or several times; ``lines`` are the file lines it matched."""
 
-    def __init__(self, reason: str, what: str, lines: list[int]) -> None:
-        self.reason = reason   # missing | ambiguous | target-missing | not-applicable
+    def __init__(self, reason: Status, what: str, lines: list[int]) -> None:
+        self.reason = reason
         self.what = what
         self.lines = lines
         where = f" (lines {', '.join(map(str, lines))})" if lines else ""
@@ -47,7 +61,7 @@ def marked(code: str, marker: str) -> cst.BaseStatement:
     body = getattr(stmt, "body", None)
     if isinstance(body, cst.SimpleStatementSuite):
         return stmt.with_changes(body=body.with_changes(trailing_whitespace=trailing), leading_lines=())
-    raise ResolveError("not-applicable", f"code {code!r} must be one line", [])
+    raise ResolveError(Status.NOT_APPLICABLE, f"code {code!r} must be one line", [])
 
 
 def marked_line(code: str, marker: str, indent: str, newline: str) -> str:

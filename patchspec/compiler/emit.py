@@ -20,12 +20,16 @@ class _ApplyNodeEdits(cst.CSTTransformer):
         edits = self.by_node.get(id(original))
         if edits:
             if edits.get("decorate"):
-                updated = updated.with_changes(decorators=(*updated.decorators, *edits["decorate"]))
+                # stacking order: the first spec's decorator is innermost, it wraps the original
+                updated = updated.with_changes(decorators=(*updated.decorators, *reversed(edits["decorate"])))
             if edits.get("argument"):
                 updated = updated.with_changes(args=_append_args(updated.args, edits["argument"]))
             if edits.get("body_head"):
                 body = updated.body
                 updated = updated.with_changes(body=body.with_changes(body=(*edits["body_head"], *body.body)))
+            if edits.get("member"):
+                body = updated.body
+                updated = updated.with_changes(body=body.with_changes(body=(*body.body, *edits["member"])))
         if isinstance(updated, cst.IndentedBlock):
             updated = updated.with_changes(body=self._splice(original.body, updated.body))
         return updated

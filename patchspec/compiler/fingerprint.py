@@ -20,10 +20,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from patchspec.compiler.pattern import semantic_fields
+from patchspec.compiler.pattern import NO_VALUE, STRING_TYPES, fstring_prefix, literal_value, semantic_fields
 from patchspec.compiler.source import DefNode, SourceError, SourceFile, span
 
-LITERALS = (cst.SimpleString, cst.Integer, cst.Float, cst.Imaginary)
 BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
@@ -32,12 +31,14 @@ def tokens(node: cst.CSTNode) -> Iterator[str]:
     if isinstance(node, cst.BaseSuite):  # an indented block or a one-line body: the same statements
         yield from _sequence(_small_statements(node.body))
         return
-    yield type(node).__name__
-    if isinstance(node, LITERALS):
-        yield repr(ast.literal_eval(node.value))
+    value = literal_value(node)
+    if value is not NO_VALUE:  # as patterns compare them: "a" "b" is the one string "ab"
+        yield "SimpleString" if isinstance(node, STRING_TYPES) else type(node).__name__
+        yield repr(value[1])
         return
+    yield type(node).__name__
     if isinstance(node, cst.FormattedString):  # its quotes are layout, its prefix is not
-        yield node.prefix
+        yield fstring_prefix(node.start)
         for part in node.parts:
             yield from tokens(part)
         return

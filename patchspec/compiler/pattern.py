@@ -1,11 +1,14 @@
 """Anchor patterns: Python with ``...`` wildcards, turned into libcst matchers.
 
-The matcher is built from the pattern's own tree, field by field: names, attributes, operators, strings
-and numbers must be equal; whitespace, comments, commas and parentheses are ignored; ``...`` matches any
-expression, or any run of arguments or statements where it stands in a sequence.
+The matcher is built from the pattern's own tree, field by field: names, attributes and operators must
+be equal, strings and numbers equal in value (``'a'`` matches ``"a"`` and ``"" "a"``, ``16`` matches
+``0x10``), as the fingerprints see them; whitespace, comments, commas, parentheses and line breaks are
+ignored; ``...`` matches any expression, or any run of arguments or statements where it stands in a
+sequence.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import textwrap
 from collections.abc import Iterator
@@ -31,6 +34,29 @@ LAYOUT_TYPES = (
     cst.MaybeSentinel,
 )
 OPERATOR_TYPES = (cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp)
+NUMBER_TYPES = (cst.Integer, cst.Float, cst.Imaginary)
+STRING_TYPES = (cst.SimpleString, cst.ConcatenatedString)
+NO_VALUE = object()
+
+
+def fstring_prefix(start: str) -> str:
+    """An f-string's prefix as its meaning: ``F"``, ``Rf'`` and ``fr'''`` read ``f``, ``fr``, ``fr``."""
+    return "".join(sorted(start.lower().rstrip("'\"")))
+
+
+def literal_value(node: cst.CSTNode) -> object:
+    """The value a string or number literal stands for (typed, so ``1`` is not ``1.0``); ``NO_VALUE``
+    for anything else, an f-string among them. Quotes, prefixes, implicit concatenation and the way a
+    number is written are layout."""
+    if isinstance(node, NUMBER_TYPES):
+        value = ast.literal_eval(node.value)
+    elif isinstance(node, STRING_TYPES):
+        value = node.evaluated_value
+        if value is None:
+            return NO_VALUE
+    else:
+        return NO_VALUE
+    return type(value).__name__, value
 
 
 def parse(text: str, form: str) -> cst.CSTNode:
@@ -88,6 +114,13 @@ def to_matcher(node: cst.CSTNode):
     """The libcst matcher that a pattern node stands for."""
     if isinstance(node, cst.Ellipsis):
         return m.DoNotCare()
+    want = literal_value(node)
+    if want is not NO_VALUE:
+        return m.MatchIfTrue(lambda found: literal_value(found) == want)
+    if isinstance(node, cst.FormattedString):  # its quotes are layout, its prefix is not
+        prefix = fstring_prefix(node.start)
+        return m.FormattedString(parts=_value_matcher(node.parts),
+                                 start=m.MatchIfTrue(lambda start: fstring_prefix(start) == prefix))
     matcher_class = getattr(m, type(node).__name__)
     if isinstance(node, OPERATOR_TYPES):
         return matcher_class()

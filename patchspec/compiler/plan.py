@@ -6,20 +6,21 @@ an absent package are skipped and reported, never silently dropped.
 """
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from patchspec.compiler.edits import LineEdit, NodeEdit, ResolveError, marked_line
+import libcst as cst
+
+from patchspec.compiler import lint
+from patchspec.compiler.edits import LineEdit, NodeEdit, ResolveError, Status, marked_line
 from patchspec.compiler.emit import render_fragment, splice
-from patchspec.compiler.source import SourceError, SourceFile
-from patchspec.compiler.transforms import TRANSFORMS
+from patchspec.compiler.source import SourceError, SourceFile, TargetAmbiguous
+from patchspec.compiler.transforms import CLASS_KINDS, KINDS
 from patchspec.compiler.transforms.context import Definition, TargetContext
-from patchspec.model import Spec, Target
+from patchspec.model import Loc, Spec, Target
 
 RUNTIME_PACKAGE = "_patchspec_runtime"
-
-OK = "ok"
-SKIPPED = "skipped"
 
 
 @dataclass
@@ -32,15 +33,17 @@ class Resolved:
     kind: str
     file: str
     function: str
-    status: str                      # ok | skipped | missing | ambiguous | target-missing | ...
+    status: Status
     line: int | None = None
     detail: str = ""
     lines: list[int] = field(default_factory=list)
+    note: str = ""                   # how the target or anchor was chosen, when that needs saying
+    spec_loc: Loc | None = None      # the transform in the spec file
     edits: list = field(default_factory=list, repr=False)
 
     @property
     def ok(self) -> bool:
-        return self.status == OK
+        return self.status == Status.OK
 
 
 @dataclass
@@ -49,14 +52,17 @@ class Plan:
     sources: dict[str, SourceFile]
     definitions: dict[tuple[str, str], Definition]
     rendered: dict[tuple[str, str], str] = field(default_factory=dict)  # by emit: patched definitions
+    problems: list[lint.Problem] = field(default_factory=list)           # by emit: what lint refuses
 
     @property
     def errors(self) -> list[Resolved]:
-        return [r for r in self.resolved if r.status not in (OK, SKIPPED)]
+        return [r for r in self.resolved if r.status not in (Status.OK, Status.SKIPPED)]
 
     @property
     def files(self) -> list[str]:
-        return sorted({r.file for r in self.resolved if r.ok})
+        """The files the plan changes (a transform with nothing to do, such as an import the file has,
+        does not make one)."""
+        return sorted({r.file for r in self.resolved if r.ok and r.edits})
 
 
 def resolve(specs: Iterable[Spec], read: Callable[[str], str | None],
@@ -71,87 +77,151 @@ def resolve(specs: Iterable[Spec], read: Callable[[str], str | None],
 
 
 def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, only) -> list[Resolved]:
-    def each(status: str, detail: str = "", line: int | None = None) -> list[Resolved]:
-        return [Resolved(spec.name, target.id, t.index, t.kind, target.file, target.function, status, line,
-                         detail) for t in target.transforms]
+    def row(transform, status: Status, detail: str = "", lines: list[int] | None = None) -> Resolved:
+        return Resolved(spec.name, target.id, transform.index, transform.kind, target.file, target.function,
+                        status, None, detail, lines or [], spec_loc=transform.loc)
+
+    def each(status: Status, detail: str = "", lines: list[int] | None = None) -> list[Resolved]:
+        return [row(t, status, detail, lines) for t in target.transforms]
 
     if only is not None and target.package not in only:
-        return each(SKIPPED, f"package {target.package} not selected by --only")
+        return each(Status.SKIPPED, f"package {target.package} not selected by --only")
     if not has_package(target.package):
-        return each(SKIPPED, f"package {target.package} is not under the root")
+        return each(Status.SKIPPED, f"package {target.package} is not under the root")
     source = plan.sources.get(target.file)
     if source is None:
         text = read(target.file)
         if text is None:
-            return each("target-missing", f"file {target.file} does not exist")
+            return each(Status.TARGET_MISSING, f"file {target.file} does not exist")
         source = plan.sources[target.file] = SourceFile(target.file, text)
     try:
-        definition = source.find(target.function)
+        located = source.locate(target.function, target.branch)
+    except TargetAmbiguous as exc:
+        return each(Status.TARGET_AMBIGUOUS, str(exc), exc.lines)
     except SourceError as exc:
-        return each("unparsable", str(exc))
-    if definition is None:
-        return each("target-missing", f"{target.function} is not defined in {target.file}")
+        return each(Status.UNPARSABLE, str(exc))
+    if located is None:
+        return each(Status.TARGET_MISSING, f"{target.function} is not defined in {target.file}"
+                    f"{_did_you_mean(target.function, source)}")
     key = (target.file, target.function)
-    shared = plan.definitions.setdefault(key, Definition(source, definition, target.function))
-    ctx = TargetContext(shared, spec.alias, spec.marker, spec.name)
+    shared = plan.definitions.setdefault(key, Definition(source, located.node, target.function))
     out = []
     for transform in target.transforms:
-        row = Resolved(spec.name, target.id, transform.index, transform.kind, target.file, target.function, OK)
+        ctx = TargetContext(shared, spec.alias, spec.marker, spec.name)
+        resolved = row(transform, Status.OK)
         try:
-            row.line, row.edits = TRANSFORMS[transform.kind](ctx, transform.params)
+            resolved.line, resolved.edits = KINDS[transform.kind].resolve(ctx, transform.params)
         except ResolveError as exc:
-            row.status, row.detail, row.lines = exc.reason, str(exc), exc.lines
+            resolved.status, resolved.detail, resolved.lines = exc.reason, str(exc), exc.lines
+            pattern_keys = list(KINDS[transform.kind].pattern_keys)
+            if exc.reason in (Status.MISSING, Status.AMBIGUOUS) and pattern_keys:
+                resolved.spec_loc = transform.at(pattern_keys[0])   # the anchor itself, in the spec
         except SourceError as exc:
-            row.status, row.detail = "unparsable", str(exc)
-        out.append(row)
+            resolved.status, resolved.detail = Status.UNPARSABLE, str(exc)
+        resolved.note = "; ".join(filter(None, [located.note, *ctx.notes]))
+        out.append(resolved)
     return out
 
 
+def _did_you_mean(qualname: str, source: SourceFile) -> str:
+    try:
+        names = [name for name, _node in source.definitions()]
+    except SourceError:
+        return ""
+    close = difflib.get_close_matches(qualname, names, n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
 class ConflictError(ValueError):
-    pass
+    """Edits that cannot coexist, or inserted code that would not run; ``locations`` are the spec's
+    transforms concerned, ``line`` the source line."""
+
+    def __init__(self, message: str, file: str, line: int | None, locations: list[Loc]) -> None:
+        super().__init__(message)
+        self.file, self.line, self.locations = file, line, locations
 
 
 def emit(plan: Plan, specs: Iterable[Spec]) -> dict[str, str]:
-    """The patched text of every file the plan changes. The plan must have no errors."""
+    """The patched text of every file the plan changes. The plan must have no errors.
+
+    Edits of several specs at one place go in stacking order (each spec's ``order``, then its name), so
+    the text depends only on the set of specs. Edits that cannot coexist raise ``ConflictError``; what
+    ``compiler.lint`` finds wrong in the inserted code goes to ``plan.problems``, which the caller must
+    refuse on before writing."""
     if plan.errors:
         raise ValueError("cannot emit a plan with unresolved transforms")
     by_name = {spec.name: spec for spec in specs}
-    _check_conflicts(plan)
+    order = {id(r): n for n, r in enumerate(plan.resolved)}
+    ranked = sorted((r for r in plan.resolved if r.ok), key=lambda r: (by_name[r.spec].rank, order[id(r)]))
+    _check_conflicts(ranked)
     out: dict[str, str] = {}
+    plan.problems = []
     for path in plan.files:
         source = plan.sources[path]
-        rows = [r for r in plan.resolved if r.ok and r.file == path]
+        rows = [r for r in ranked if r.file == path]
+        owners = [by_name[name] for name in dict.fromkeys(r.spec for r in rows if r.edits)]
+        plan.problems += lint.check_aliases(source, owners, {s.name: _first_loc(rows, s.name) for s in owners})
+        plan.problems += lint.fragment_problems(source, plan.definitions, rows, {s.name: s.alias for s in owners})
         line_edits: list[LineEdit] = []
-        for owner in dict.fromkeys(r.spec for r in rows):
-            spec = by_name[owner]
+        for spec in owners:
             text = f"from {RUNTIME_PACKAGE} import {spec.snippet_package} as {spec.alias}"
             line_edits.append(LineEdit(source.import_line(), marked_line(text, spec.marker, "", source.newline),
-                                       owner))
+                                       spec.name))
         node_edits: dict[tuple[str, str], list[NodeEdit]] = {}
-        for row in rows:
-            for edit in row.edits:
+        for r in rows:
+            for edit in r.edits:
                 if isinstance(edit, LineEdit):
                     line_edits.append(edit)
                 else:
-                    node_edits.setdefault((row.file, row.function), []).append(edit)
+                    node_edits.setdefault((r.file, r.function), []).append(edit)
         fragments = {}
         for key, edits in node_edits.items():
             fragment = plan.definitions[key].fragment
             plan.rendered[key] = render_fragment(fragment, edits)
             fragments[fragment.start] = (fragment.end, plan.rendered[key])
         out[path] = splice(source, fragments, line_edits)
+        broken = lint.compile_problem(path, out[path], rows)
+        plan.problems += [broken] if broken else []
     return out
 
 
-def _check_conflicts(plan: Plan) -> None:
-    """Two specs editing the same node would depend on each other's order: refuse before writing."""
-    owners: dict[int, tuple[Resolved, NodeEdit]] = {}
-    for row in plan.resolved:
-        for edit in row.edits:
-            if not isinstance(edit, NodeEdit):
+def _first_loc(rows: list[Resolved], spec: str) -> Loc | None:
+    return next((r.spec_loc for r in rows if r.spec == spec), None)
+
+
+def _check_conflicts(rows: list[Resolved]) -> None:
+    """Edits that stacking cannot order: two different values for one keyword of one call, or for one
+    member of one class. The same value twice is kept once."""
+    seen: dict[tuple, tuple[Resolved, str]] = {}
+    for r in rows:
+        kept = []
+        for edit in r.edits:
+            what, value = _slot(r, edit)
+            if what is None:
+                kept.append(edit)
                 continue
-            seen = owners.setdefault(id(edit.node), (row, edit))
-            if seen[0].spec != row.spec:
+            first = seen.setdefault(what, (r, value))
+            if first[0] is r:
+                kept.append(edit)
+            elif first[1] != value:
+                other = first[0]
                 raise ConflictError(
-                    f"{row.file}:{row.line}: specs {seen[0].spec} ({seen[0].target}#{seen[0].index}) and "
-                    f"{row.spec} ({row.target}#{row.index}) both edit the same anchor")
+                    f"specs {other.spec} ({other.target}#{other.index}) and {r.spec} ({r.target}#{r.index}) "
+                    f"set {what[-1]} differently ({first[1]!r} and {value!r}): they cannot both apply",
+                    r.file, r.line, [loc for loc in (other.spec_loc, r.spec_loc) if loc])
+        r.edits = kept
+
+
+def _slot(r: Resolved, edit) -> tuple[tuple | None, str]:
+    """What one edit sets that another spec's edit could set differently, and the value it sets."""
+    if isinstance(edit, NodeEdit) and edit.action == "argument":
+        return (r.file, id(edit.node), f"{edit.new.keyword.value}="), _code(edit.new.value)
+    if r.kind in CLASS_KINDS:
+        text = edit.text if isinstance(edit, LineEdit) else _code(edit.new)
+        name, _, value = text.split("#")[0].strip().partition("=")
+        return (r.file, r.function, f"{r.function}.{name.strip()}"), value.strip()
+    return None, ""
+
+
+def _code(node) -> str:
+    return cst.Module(body=[]).code_for_node(node).strip()

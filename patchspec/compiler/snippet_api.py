@@ -140,3 +140,13 @@ def binding_problem(signature: inspect.Signature, call: cst.Call) -> str | None:
     except TypeError as exc:
         return str(exc)
     return None
+
+
+def method_problem(signature: inspect.Signature) -> str | None:
+    """Why a function bound as a method could not receive the instance as its first argument."""
+    first = next(iter(signature.parameters.values()), None)
+    if first is None or first.kind not in (inspect.Parameter.POSITIONAL_ONLY,
+                                           inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                           inspect.Parameter.VAR_POSITIONAL):
+        return "used as a method, its first parameter must take the instance (self)"
+    return None

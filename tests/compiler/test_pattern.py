@@ -6,6 +6,7 @@ import libcst.matchers as m
 import pytest
 
 from patchspec.compiler import pattern
+from tests.compiler.helpers import make_spec, resolve, target
 
 
 def matches(pat: str, code: str, form: str = "statement") -> bool:
@@ -69,3 +70,11 @@ def test_parse_errors(text, form, message):
 def test_comments_and_docstrings_are_layout_not_meaning():
     fields = dict(pattern.semantic_fields(cst.parse_statement("x = f(a)  # c\n")))
     assert set(fields) == {"body"}
+
+
+def test_f_strings_match_whatever_their_quotes_and_prefix_case():
+    source = "def f(x):\n    log(F'x={x}')\n    log(rf\"y={x}\")\n"
+    spec = make_spec([target("f", {"insert_after": {"anchor": 'log(f"x={x}")', "code": "_s.a()"}},
+                             {"insert_after": {"anchor": "log(fr'y={x}')", "code": "_s.b()"}})])
+    plan = resolve(source, spec)
+    assert [r.line for r in plan.resolved] == [2, 3]

@@ -9,7 +9,8 @@ import textwrap
 
 import pytest
 
-from tests.compiler.helpers import make_spec, patch, target
+from patchspec.compiler import plan as planner
+from tests.compiler.helpers import make_spec, patch, resolve, target
 
 IMPORT = "from _patchspec_runtime import snips as _s  # patchspec: demo\n"
 
@@ -207,10 +208,11 @@ CASES = [
 
             def keys(self):
                 return []
+
             __iter__ = _s.iter_keys  # patchspec: demo
         # after
         y = 2
-        """, id="add_method-end-of-class"),
+        """, id="add_method-end-of-class-spaced-like-its-methods"),
     pytest.param(
         "Outer.Inner", {"add_attribute": {"name": "flag", "value": "True"}},
         """
@@ -282,3 +284,19 @@ def test_only_the_target_definition_is_touched():
     source = "def g():\n    b()\n\ndef f():\n    b()\n"
     spec = make_spec([target("f", {"insert_before": {"anchor": "b()", "code": "_s.h()"}})])
     assert patch(source, spec) == IMPORT + "def g():\n    b()\n\ndef f():\n    _s.h()  # patchspec: demo\n    b()\n"
+
+
+def test_add_import_of_an_import_the_file_has_adds_nothing():
+    source = "import os\nfrom a import (b,\n    c)\n\ndef f():\n    return 1\n"
+    spec = make_spec([target("f", {"add_import": {"import": "from a import b, c"}},
+                             {"add_import": {"import": "import os"}})])
+    plan = resolve(source, spec)
+    assert [(r.ok, r.edits, r.note) for r in plan.resolved] == [(True, [], "already imported at line 2"),
+                                                              (True, [], "already imported at line 1")]
+    assert plan.files == [] and planner.emit(plan, [spec]) == {}
+
+
+def test_a_method_added_to_a_class_without_blank_lines_between_methods_gets_none():
+    source = "class C:\n    def a(self):\n        pass\n    def b(self):\n        pass\n"
+    spec = make_spec([target("C", {"add_method": {"name": "c", "with": "hook"}})])
+    assert patch(source, spec).endswith("        pass\n    c = _s.hook  # patchspec: demo\n")

@@ -12,7 +12,7 @@ import call_order
 from conftest import FIXTURE, SPEC
 from patchspec.compiler import bindings, plan as planner
 from patchspec import ops
-from patchspec.errors import PatchspecError
+from patchspec.errors import Exit, PatchspecError
 from patchspec.root import Root
 from patchspec.runtime_snippets.pipeline_parallel import graphs, runner, worker
 
@@ -121,8 +121,9 @@ def test_drift_is_caught(mutation, gaudi_root, copy_root):
 def _assert_check_reports(root, release, what):
     """`patchspec check` calls it drift, and apply refuses before writing anything."""
     result = ops.check(str(SPEC), release, str(root), only={"vllm_gaudi"})
-    assert result.code == 2 and any(line.startswith("binding: ") and what in line for line in result.lines)
-    with pytest.raises(PatchspecError, match=f"binding: .*{what}"):
+    assert result.code == Exit.BROKEN
+    assert any(p["detail"].startswith("binding: ") and what in p["detail"] for p in result.problems)
+    with pytest.raises(PatchspecError, match=what):
         ops.apply(str(SPEC), release, str(root), only={"vllm_gaudi"})
     assert not (root / ".patchspec").exists()
 

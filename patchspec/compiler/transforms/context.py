@@ -11,7 +11,7 @@ import libcst.matchers as m
 from libcst._nodes.internal import CodegenState
 
 from patchspec.compiler import pattern
-from patchspec.compiler.edits import ResolveError
+from patchspec.compiler.edits import Status, ResolveError
 from patchspec.compiler.source import DefNode, Fragment, SourceFile
 
 
@@ -42,7 +42,7 @@ class Definition:
 
     def find(self, matcher, types: tuple[type, ...] = ()) -> list[cst.CSTNode]:
         """The nodes the matcher matches; only nodes of the matcher's own type are tried."""
-        node_type = getattr(cst, type(matcher).__name__)
+        node_type = getattr(cst, type(matcher).__name__, cst.CSTNode)  # a literal's matcher has no type
         candidates = [n for t, found in self._nodes.items() if issubclass(t, node_type) for n in found]
         return [n for n in candidates if (not types or isinstance(n, types)) and m.matches(n, matcher)]
 
@@ -59,7 +59,9 @@ class Definition:
     def line_of(self, node: cst.CSTNode) -> int:
         if isinstance(node, cst.FunctionDef | cst.ClassDef) and node is self.fragment.node:
             return self.node.lineno
-        return self._lines[id(node)]
+        line = self._lines[id(node)]
+        # a one-line body was given its own lines in the fragment; in the file it is on the header's
+        return min(line, self.node.end_lineno) if self.fragment.one_line else line
 
 
 @dataclass
@@ -86,6 +88,16 @@ class TargetContext:
     alias: str
     marker: str
     owner: str
+    notes: list[str] = field(default_factory=list)   # what the plan line should say about this transform
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def fragment_is_one_line(self) -> bool:
+        """Whether the target's body shares its header's line (without parsing it when it does not)."""
+        node = self.definition.node
+        first = node.body[0]
+        return bool(self.source.lines[first.lineno - 1][:first.col_offset].strip())
 
     @property
     def source(self) -> SourceFile:
@@ -106,14 +118,14 @@ class TargetContext:
         """The single node of the target matching the pattern; zero or several is a ``ResolveError``."""
         found = self.definition.find(pattern.compile_pattern(text, form), types)
         if len(found) != 1:
-            raise ResolveError("missing" if not found else "ambiguous", what,
+            raise ResolveError(Status.MISSING if not found else Status.AMBIGUOUS, what,
                                [self.line_of(n) for n in found])
         return found[0]
 
     def require_function(self, kind: str) -> None:
         if isinstance(self.definition.node, ast.ClassDef):
-            raise ResolveError("not-applicable", f"{kind} needs a function, {self.qualname} is a class", [])
+            raise ResolveError(Status.NOT_APPLICABLE, f"{kind} needs a function, {self.qualname} is a class", [])
 
     def require_class(self, kind: str) -> None:
         if not isinstance(self.definition.node, ast.ClassDef):
-            raise ResolveError("not-applicable", f"{kind} needs a class, {self.qualname} is a function", [])
+            raise ResolveError(Status.NOT_APPLICABLE, f"{kind} needs a class, {self.qualname} is a function", [])

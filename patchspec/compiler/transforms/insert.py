@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patchspec.compiler.edits import NodeEdit, ResolveError, marked
+from patchspec.compiler.edits import NodeEdit, ResolveError, Status, marked
 from patchspec.compiler.transforms.context import TargetContext
+from patchspec.compiler.transforms.kind import Key, Kind
 
 
 def _resolve(action: str, ctx: TargetContext, params: dict[str, str]) -> tuple[int, list[NodeEdit]]:
@@ -12,13 +13,12 @@ def _resolve(action: str, ctx: TargetContext, params: dict[str, str]) -> tuple[i
     anchor = ctx.find_one(params["anchor"], "statement", f"anchor {params['anchor'].strip()!r}",
                           (cst.BaseStatement,))
     if anchor is ctx.fragment.node:
-        raise ResolveError("not-applicable", "the anchor is the target itself", [ctx.line_of(anchor)])
+        raise ResolveError(Status.NOT_APPLICABLE, "the anchor is the target itself", [ctx.line_of(anchor)])
     return ctx.line_of(anchor), [NodeEdit(action, anchor, marked(params["code"], ctx.marker), ctx.owner)]
 
 
-def insert_before(ctx: TargetContext, params: dict[str, str]):
-    return _resolve("before", ctx, params)
-
-
-def insert_after(ctx: TargetContext, params: dict[str, str]):
-    return _resolve("after", ctx, params)
+KEYS = {"anchor": Key.STATEMENT_PATTERN, "code": Key.CODE}
+INSERT_BEFORE = Kind("insert_before", "inserts `code` as the statement before the anchor statement", KEYS,
+                     lambda ctx, params: _resolve("before", ctx, params))
+INSERT_AFTER = Kind("insert_after", "inserts `code` as the statement after the anchor statement", KEYS,
+                    lambda ctx, params: _resolve("after", ctx, params))

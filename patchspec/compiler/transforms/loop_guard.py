@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patchspec.compiler.edits import NodeEdit, ResolveError, marked
+from patchspec.compiler.edits import NodeEdit, ResolveError, Status, marked
 from patchspec.compiler.transforms.context import TargetContext
+from patchspec.compiler.transforms.kind import Key, Kind
 
 
 def loop_guard(ctx: TargetContext, params: dict[str, str]):
@@ -12,5 +13,9 @@ def loop_guard(ctx: TargetContext, params: dict[str, str]):
     loop = ctx.find_one(params["loop"], "statement", f"loop {params['loop'].strip().splitlines()[0]!r}",
                         (cst.For, cst.While))
     if not isinstance(loop.body, cst.IndentedBlock):
-        raise ResolveError("not-applicable", "the loop's body is on its header line", [ctx.line_of(loop)])
+        raise ResolveError(Status.NOT_APPLICABLE, "the loop's body is on its header line", [ctx.line_of(loop)])
     return ctx.line_of(loop), [NodeEdit("body_head", loop, marked(params["code"], ctx.marker), ctx.owner)]
+
+
+LOOP_GUARD = Kind("loop_guard", "inserts `code` as the first statement of the body of the one loop matching "
+                  "`loop`", {"loop": Key.STATEMENT_PATTERN, "code": Key.CODE}, loop_guard)

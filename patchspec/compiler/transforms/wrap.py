@@ -1,7 +1,8 @@
 """``wrap``: decorate the target with a snippet that receives the original function.
 
 The decorator goes innermost, so the target's own decorators still apply to what the snippet returns,
-and the original stays reachable (``functools.wraps`` sets ``__wrapped__``).
+and the original stays reachable (``functools.wraps`` sets ``__wrapped__``). Several specs may wrap one
+function: the first in stacking order is innermost (it wraps the original, the next wraps that).
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import libcst as cst
 
 from patchspec.compiler.edits import NodeEdit
 from patchspec.compiler.transforms.context import TargetContext
+from patchspec.compiler.transforms.kind import Hook, Key, Kind
 
 
 def wrap(ctx: TargetContext, params: dict[str, str]):
@@ -20,3 +22,8 @@ def wrap(ctx: TargetContext, params: dict[str, str]):
                                                    comment=cst.Comment(ctx.marker)),
     )
     return ctx.line_of(func), [NodeEdit("decorate", func, decorator, ctx.owner)]
+
+
+WRAP = Kind("wrap", "decorates the target with `@alias.<with>` (innermost): the snippet receives the original "
+            "function and returns the function to call; the original stays reachable as `__wrapped__`",
+            {"with": Key.HOOK}, wrap, hook=Hook.DECORATOR)
