@@ -7,6 +7,9 @@ Submodules import vLLM lazily: these hooks are imported while vLLM's own modules
 from .errors import PipelineDesyncError, PipelinePeerError
 from .transfer import SendHandle, StageTransfer
 
+# --- vLLM's own pipeline path: the PP GroupCoordinator's tensor dicts (coordinator.py) ---
+from .coordinator import expect_tokens, routed_destroy, routed_irecv_tensor_dict, routed_isend_tensor_dict
+
 # --- scheduler microbatches and per-stage loading (scheduler.py, loader.py) ---
 from .loader import skip_unowned_layers
 from .partition import refuse_split_shared_state
