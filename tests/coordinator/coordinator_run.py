@@ -207,6 +207,36 @@ def stock(stage: int, out_dir: str) -> dict:
     return {"roundtrip": roundtrip(stage), "injection": injection(stage, out_dir), "silent": stock_silent(stage)}
 
 
+def queue_shutdown(stage: int) -> dict:
+    """A remote reader of vLLM's ``MessageQueue`` (how the leader node reads another node's worker)
+    waiting when the queue is shut down, as vLLM's worker monitor does when a worker dies: with the spec
+    the wait ends at once; stock it lasts its whole timeout."""
+    from vllm.distributed.device_communicators.shm_broadcast import MessageQueue
+
+    world = ps.get_world_group().cpu_group
+    mq = MessageQueue(1, 0, connect_ip="127.0.0.1") if stage == 0 else None
+    handle = [mq.export_handle() if mq else None]
+    torch.distributed.broadcast_object_list(handle, src=0, group=world)
+    mq = mq or MessageQueue.create_from_handle(handle[0], 1)
+    mq.wait_until_ready()
+    out: dict = {}
+    if stage == 1:
+        def read():
+            started = time.monotonic()
+            try:
+                mq.dequeue(timeout=float(os.environ["STOCK_WAIT_S"]))
+            except Exception as e:  # noqa: BLE001 - reported to the test
+                out["error"] = f"{type(e).__name__}: {e}"
+            out["after_s"] = time.monotonic() - started
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        mq.shutdown()
+        reader.join(WAIT_S)
+    torch.distributed.barrier(group=world)  # the writer stays until the reader is done
+    return out
+
+
 def main() -> None:
     scenario, rank, port, out_dir = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
     from vllm.config import DeviceConfig, ParallelConfig, VllmConfig, set_current_vllm_config
@@ -222,6 +252,8 @@ def main() -> None:
         out = {"injection": injection, "stock": stock}[scenario](rank, out_dir)
     else:
         out = {"roundtrip": roundtrip, "silent_then_dead": silent_then_dead}[scenario](rank)
+    if scenario in ("roundtrip", "stock"):
+        out["queue"] = queue_shutdown(rank)
     print(json.dumps(out), flush=True)
     if scenario == "stock" and rank == 0:  # the silent peer: stays until the test ends it
         threading.Event().wait(WAIT_S)

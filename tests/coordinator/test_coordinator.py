@@ -83,7 +83,7 @@ def runs(request, vllm_release, tmp_path_factory):
                 got.insert(0, result)
             results[scenario] = got
         stock = results.pop("stock")
-        for part in ("roundtrip", "injection", "silent"):
+        for part in ("roundtrip", "injection", "silent", "queue"):
             results[f"{part}_stock"] = [stage[part] for stage in stock]
         results["unpickled_files"] = {s: (base / s / "unpickled").exists() for s in ("injection", "stock")}
         return results
@@ -154,3 +154,12 @@ def test_injected_pickle_refused_stock_unpickles_it(runs):
     _, stock = runs["injection_stock"]
     assert runs["unpickled_files"] == {"injection": False, "stock": True}
     assert stock["unpickled"]
+
+
+def test_remote_queue_reader_woken_by_shutdown_stock_waits_out_its_timeout(runs):
+    _, woken = runs["roundtrip"]
+    assert woken["queue"]["error"].startswith("RuntimeError: message queue shut down while waiting")
+    assert woken["queue"]["after_s"] < TIMEOUT_S
+    _, stock = runs["queue_stock"]
+    assert stock["error"] == "TimeoutError: "
+    assert stock["after_s"] >= STOCK_WAIT_S

@@ -16,13 +16,20 @@ sys.path.insert(0, HERE.rsplit("/", 1)[0] + "/e2e")
 
 import e2e_engine  # noqa: E402  (tests/e2e: the per-step recorder and the top-1 reader)
 
+# Pinned on both nodes: `LLM` and `vllm serve` default them differently on CPU (8192 and 4096 batched
+# tokens, 512 and 256 sequences at world size 2), and a headless node sized for fewer tokens than the
+# engine schedules fails the step (vLLM does not compare the nodes' configurations).
+MAX_BATCHED_TOKENS = 8192
+MAX_SEQS = 128
+
 
 def serve_args(request: dict) -> list[str]:
     """The ``vllm serve`` arguments of this node, as the fix card's serving guide gives them."""
     args = [request["model"], "--skip-tokenizer-init", "--dtype", "float32", "--enforce-eager",
             "--pipeline-parallel-size", "2", "--no-async-scheduling", "--distributed-executor-backend", "mp",
             "--nnodes", "2", "--node-rank", str(request["node_rank"]), "--master-addr", request["master_addr"],
-            "--master-port", str(request["master_port"]), "--max-model-len", "512", "--seed", "0"]
+            "--master-port", str(request["master_port"]), "--max-model-len", "512", "--seed", "0",
+            "--max-num-batched-tokens", str(MAX_BATCHED_TOKENS), "--max-num-seqs", str(MAX_SEQS)]
     return args + (["--headless"] if request["node_rank"] else [])
 
 
@@ -54,6 +61,7 @@ def engine(request: dict) -> None:
         "master_port": request["master_port"]}
     llm = LLM(model=request["model"], skip_tokenizer_init=True, dtype="float32", enforce_eager=True,
               distributed_executor_backend="mp", async_scheduling=False, seed=0, max_model_len=512,
+              max_num_batched_tokens=MAX_BATCHED_TOKENS, max_num_seqs=MAX_SEQS,
               disable_log_stats=False, enable_logging_iteration_details=True, **nodes)
     steps = e2e_engine._record_steps(llm)
     startup_s = time.monotonic() - started
