@@ -14,7 +14,8 @@ peer blocks the receiver forever, and nothing notices a pipeline out of step. On
   by the runner with the step's padded token count before that, is what the sender's count must equal.
 - A stage that sends also watches its next stage's connection (``_Watch``): when that stage dies, this
   worker logs :class:`PipelinePeerError` and stops, so vLLM's executor, which hears only from the last
-  stage, fails the engine at once instead of after ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``.
+  stage, fails the engine at once (with ``wakeup.py``) instead of after
+  ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``.
 
 Other groups, pipeline size 1 and a residual scattered by sequence parallelism (the wire carries whole
 token-major tensors only) take vLLM's own path.
