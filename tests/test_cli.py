@@ -144,7 +144,7 @@ def test_shipped_spec_by_name(capsys):
     assert main(["validate", "pipeline-parallel"]) == 0
     assert capsys.readouterr().out.startswith("valid: pipeline-parallel: ")
     assert main(["validate", "no-such-spec"]) == 2
-    assert "shipped: cpu-pipeline-eager, pipeline-parallel" in capsys.readouterr().err
+    assert "shipped: cpu-pipeline-eager, pipeline-parallel, pipeline-transfer" in capsys.readouterr().err
 
 
 def test_console_entry_point_runs_bare():

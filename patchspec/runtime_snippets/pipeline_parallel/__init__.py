@@ -7,6 +7,10 @@ Submodules import vLLM lazily: these hooks are imported while vLLM's own modules
 from .errors import PipelineDesyncError, PipelinePeerError
 from .transfer import SendHandle, StageTransfer
 
+# --- vLLM's own pipeline path: the PP GroupCoordinator's tensor dicts (coordinator.py) ---
+from .coordinator import expect_tokens, routed_destroy, routed_irecv_tensor_dict, routed_isend_tensor_dict
+from .wakeup import woken_on_shutdown
+
 # --- scheduler microbatches and per-stage loading (scheduler.py, loader.py) ---
 from .loader import skip_unowned_layers
 from .partition import refuse_split_shared_state

@@ -18,6 +18,10 @@ environment_variables: dict[str, Callable[[], Any]] = {
     # 1 keeps vllm-gaudi's HCCL all-reduce over the whole world at start-up, for nodes with scale-out
     # links; by default the world is checked over gloo and HCCL only over the tensor-parallel group.
     "VLLM_HPU_PP_HCCL_WORLD_CHECK": lambda: bool(int(os.getenv("VLLM_HPU_PP_HCCL_WORLD_CHECK", "0"))),
+    # vLLM's own pipeline path (GroupCoordinator.isend/irecv_tensor_dict, the pipeline-transfer spec):
+    # seconds a stage-to-stage transfer may take before the peer counts as dead, and the stats interval.
+    "VLLM_PP_TRANSFER_TIMEOUT_S": lambda: float(os.getenv("VLLM_PP_TRANSFER_TIMEOUT_S", "600")),
+    "VLLM_PP_TRANSFER_STATS_EVERY": lambda: int(os.getenv("VLLM_PP_TRANSFER_STATS_EVERY", "0")),
 }
 
 

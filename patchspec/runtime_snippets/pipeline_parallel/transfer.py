@@ -183,8 +183,9 @@ class StageTransfer:
         self.stats.send_s += time.perf_counter() - start_s
 
     @_stops_on_error
-    def recv(self, num_tokens: int) -> dict[str, torch.Tensor]:
-        """The previous stage's tensors of the next forward, whose padded batch is ``num_tokens``."""
+    def recv(self, num_tokens: int | None) -> dict[str, torch.Tensor]:
+        """The previous stage's tensors of the next forward, whose padded batch is ``num_tokens``
+        (None: whatever the sender says)."""
         start_s = time.perf_counter()
         buf = self._received.take(self._max_bytes)
         self._recv_into(buf)
@@ -235,10 +236,10 @@ class StageTransfer:
                                       f"seq, checksum, round) {expected} at byte {end}, got {got}")
         return buf[pos:end]
 
-    def _expect(self, seq: int, layout: Layout, num_tokens: int) -> None:
+    def _expect(self, seq: int, layout: Layout, num_tokens: int | None) -> None:
         for what, expected, got in (("sequence number", self._recv_seq, seq),
                                     ("token count (padded batch)", num_tokens, layout.num_tokens)):
-            if expected != got:
+            if expected is not None and expected != got:
                 raise PipelineDesyncError(
                     f"pipeline transfer: {what} from rank {self._prev_rank}: expected {expected}, got {got}")
         if layout.parts not in (1, self._tp_size):

@@ -1,0 +1,69 @@
+"""Stage-to-stage timing for bench/two_nodes.py, on PYTHONPATH of the engine's processes.
+
+With ``PATCHSPEC_BENCH_TIMING`` set to a directory, once vLLM's worker module is imported: every
+``isend_tensor_dict`` of the pipeline group notes ``send <t>``, and every received IntermediateTensors
+notes ``recv <t0> <t1>`` when the worker first waits for it (``t0``: the worker's ``irecv_tensor_dict``
+call; ``t1``: the tensors are there), in ``<dir>/<pid>.txt``. Times are ``time.monotonic()``, one clock
+for both namespaces of the machine. The same hooks time stock vLLM and the pipeline-transfer spec.
+"""
+import importlib.abc
+import importlib.util
+import os
+import sys
+import time
+
+_DIR = os.environ.get("PATCHSPEC_BENCH_TIMING")
+_WORKER = "vllm.v1.worker.gpu_worker"
+
+
+def _note(*fields) -> None:
+    with open(os.path.join(_DIR, f"{os.getpid()}.txt"), "a") as f:
+        f.write(" ".join(map(str, fields)) + "\n")
+
+
+def _patch(worker) -> None:
+    from vllm.distributed import parallel_state as ps
+
+    isend, irecv = ps.GroupCoordinator.isend_tensor_dict, ps.GroupCoordinator.irecv_tensor_dict
+    wait = worker.AsyncIntermediateTensors.wait_for_comm
+    posted: list[float] = []
+
+    def isend_tensor_dict(self, *args, **kwargs):
+        if self is ps._PP:
+            _note("send", time.monotonic())
+        return isend(self, *args, **kwargs)
+
+    def irecv_tensor_dict(self, *args, **kwargs):
+        if self is ps._PP:
+            posted.append(time.monotonic())
+        return irecv(self, *args, **kwargs)
+
+    def wait_for_comm(self):
+        first = not object.__getattribute__(self, "_comm_waited")
+        wait(self)
+        if first and posted:
+            _note("recv", posted.pop(0), time.monotonic())
+
+    ps.GroupCoordinator.isend_tensor_dict = isend_tensor_dict
+    ps.GroupCoordinator.irecv_tensor_dict = irecv_tensor_dict
+    worker.AsyncIntermediateTensors.wait_for_comm = wait_for_comm
+
+
+class _AfterWorkerImport(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != _WORKER:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _patch(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if _DIR:
+    sys.meta_path.insert(0, _AfterWorkerImport())

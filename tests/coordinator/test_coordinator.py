@@ -1,0 +1,165 @@
+"""The pipeline-transfer spec on vLLM's real ``GroupCoordinator`` (0.26.0 and 0.30.0), two gloo processes.
+
+Each scenario runs stage 0 and stage 1 as separate processes (``coordinator_run.py``) under a copy of
+the release, pristine or with ``specs/pipeline-transfer.yaml`` applied, and the two stages talk the way
+vLLM's worker makes them talk. Per release, every scenario's processes run side by side (start-up,
+importing vLLM, dominates); all are killed before the fixture returns.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from patchspec import ops
+
+HERE = Path(__file__).resolve().parent
+SPEC = HERE.parents[1] / "specs" / "pipeline-transfer.yaml"
+RELEASES = ["0.26.0", "0.30.0"]
+TIMEOUT_S = 3.0  # the transfer's, VLLM_PP_TRANSFER_TIMEOUT_S
+STOCK_WAIT_S = 3 * TIMEOUT_S
+RUN_S = 240.0
+# scenario -> root; "stock" runs the round trip, the injection and a silent peer on stock vLLM
+SCENARIOS = {"roundtrip": "patched", "silent_then_dead": "patched", "injection": "patched", "stock": "pristine"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(root: Path, scenario: str, rank: int, port: int, out_dir: Path) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(root), "VLLM_LOGGING_LEVEL": "INFO", "GLOO_SOCKET_IFNAME": "lo",
+           "VLLM_PP_TRANSFER_TIMEOUT_S": str(TIMEOUT_S), "VLLM_PP_TRANSFER_STATS_EVERY": "2",
+           "STOCK_WAIT_S": str(STOCK_WAIT_S)}
+    return subprocess.Popen([sys.executable, str(HERE / "coordinator_run.py"), scenario, str(rank), str(port),
+                             str(out_dir)], env=env, cwd=str(HERE), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _last_json(text: str):
+    lines = [line for line in text.splitlines() if line.startswith("{")]
+    return json.loads(lines[-1]) if lines else None
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def runs(request, vllm_release, tmp_path_factory):
+    """scenario -> [stage 0 result, stage 1 result]; the stock session's parts as "<part>_stock"."""
+    base = tmp_path_factory.mktemp(f"coordinator-{request.param}")
+    pristine = shutil.copytree(vllm_release(request.param), base / "pristine",
+                               ignore=shutil.ignore_patterns(".complete"))
+    patched = shutil.copytree(pristine, base / "patched")
+    ops.apply(str(SPEC), f"v{request.param}", str(patched))
+    roots = {"pristine": pristine, "patched": patched}
+    procs: dict[str, list[subprocess.Popen]] = {}
+    try:
+        for scenario, kind in SCENARIOS.items():
+            out_dir = base / scenario
+            out_dir.mkdir()
+            port = _free_port()
+            procs[scenario] = [_start(roots[kind], scenario, rank, port, out_dir) for rank in (0, 1)]
+        deadline = time.monotonic() + RUN_S
+        results = {}
+        for scenario, pair in procs.items():
+            got = []
+            for rank, proc in reversed(list(enumerate(pair))):
+                if scenario == "stock" and rank == 0:
+                    proc.kill()  # the silent peer, done once stage 1 has given up on it
+                try:
+                    out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    out, err = proc.communicate()
+                result = _last_json(out)
+                assert result is not None, f"{scenario} rank {rank} exited {proc.returncode}:\n{err[-3000:]}"
+                got.insert(0, result)
+            results[scenario] = got
+        stock = results.pop("stock")
+        for part in ("roundtrip", "injection", "silent", "queue"):
+            results[f"{part}_stock"] = [stage[part] for stage in stock]
+        results["unpickled_files"] = {s: (base / s / "unpickled").exists() for s in ("injection", "stock")}
+        return results
+    finally:
+        for pair in procs.values():
+            for proc in pair:
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
+
+
+def test_same_tensors_arrive_as_with_stock(runs):
+    sent, received = runs["roundtrip"]
+    _, stock = runs["roundtrip_stock"]
+    assert len(sent["digests"]) == 6
+    assert received["digests"] == sent["digests"] == stock["digests"]
+
+
+def test_pp_traffic_unpickled_and_other_groups_untouched(runs):
+    _, received = runs["roundtrip"]
+    _, stock = runs["roundtrip_stock"]
+    # stock: one recv_object (pickled metadata) per tensor dict: 6 steps, the world probe, the last step
+    assert stock["recv_object_calls"] == 6 + 1 + 1
+    # with the spec: only the world group's probe goes vLLM's way
+    assert received["recv_object_calls"] == 1
+    assert received["world_probe"] == [0, 1, 2, 3]
+
+
+def test_out_of_step_token_count_is_a_named_error_stock_decodes_it(runs):
+    """The sender is a step of 16 tokens where the receiver's step has 8: the transfer stops with a
+    named error; stock hands the runner the first 8 rows of the other step's hidden states."""
+    _, received = runs["roundtrip"]
+    assert received["error"] == ("PipelineDesyncError: pipeline transfer: token count (padded batch) from "
+                                 "rank 0: expected 8, got 16")
+    _, stock = runs["roundtrip_stock"]
+    assert stock["error"] is None and stock["out_of_step"]
+
+
+def test_stats_line_on_both_stages(runs):
+    sent, received = runs["roundtrip"]
+    assert [line.split(":")[0] for line in sent["stats_lines"]] == ["pipeline transfer, stage 0"] * 3
+    assert [line.split(":")[0] for line in received["stats_lines"]] == ["pipeline transfer, stage 1"] * 3
+    assert "messages=6 " in received["stats_lines"][-1]
+
+
+def test_silent_peer_named_error_within_timeout_stock_blocks(runs):
+    _, receiver = runs["silent_then_dead"]
+    assert receiver["error"].startswith("PipelinePeerError: pipeline transfer: receive from rank 0 failed or "
+                                        "timed out")
+    assert TIMEOUT_S <= receiver["error_after_s"] < 2 * TIMEOUT_S
+    _, stock = runs["silent_stock"]
+    assert stock["still_blocked"] and stock["waited_s"] >= STOCK_WAIT_S
+
+
+def test_idle_sender_stops_when_next_stage_dies(runs):
+    """Stage 0 has sent and waits for nothing; stage 1 dies (after its own timeout): stage 0 logs the
+    named error and is sent SIGTERM, so vLLM's executor sees its worker die."""
+    sender, _ = runs["silent_then_dead"]
+    assert sender["stopped"]
+    assert sender["stopped_after_s"] < 3 * TIMEOUT_S
+    assert len(sender["errors"]) == 1
+    assert sender["errors"][0].startswith("PipelinePeerError: pipeline transfer: pipeline stage 1 is gone")
+
+
+def test_injected_pickle_refused_stock_unpickles_it(runs):
+    _, refused = runs["injection"]
+    assert refused["error"].startswith("PipelineDesyncError: pipeline transfer: bad header magic")
+    _, stock = runs["injection_stock"]
+    assert runs["unpickled_files"] == {"injection": False, "stock": True}
+    assert stock["unpickled"]
+
+
+def test_remote_queue_reader_woken_by_shutdown_stock_waits_out_its_timeout(runs):
+    _, woken = runs["roundtrip"]
+    assert woken["queue"]["error"].startswith("RuntimeError: message queue shut down while waiting")
+    assert woken["queue"]["after_s"] < TIMEOUT_S
+    _, stock = runs["queue_stock"]
+    assert stock["error"] == "TimeoutError: "
+    assert stock["after_s"] >= STOCK_WAIT_S
