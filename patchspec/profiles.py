@@ -203,5 +203,6 @@ def for_release(spec: Spec, profile: Profile) -> Spec:
             transforms[index] = new
         targets.append(dataclasses.replace(
             target, file=override.get("file", target.file), function=override.get("function", target.function),
+            branch=override.get("branch", target.branch),
             transforms=tuple(transforms)))
     return spec.with_targets(tuple(targets))

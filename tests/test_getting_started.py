@@ -186,3 +186,46 @@ def test_bare_pytest_collects():
     done = subprocess.run([str(pytest_bin), "--collect-only", "-q", "-p", "no:cacheprovider", "tests/test_cli.py"],
                           capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stdout[-2000:]
+
+
+def test_a_profile_picks_the_branch_a_release_defines_its_target_in(tmp_path, capsys):
+    """One release defines the function in both branches of a version check: its profile says which."""
+    root = tmp_path / "root"
+    (root / "toy").mkdir(parents=True)
+    (root / "toy" / "__init__.py").write_text(textwrap.dedent("""\
+        import sys
+        if sys.version_info >= (3, 99):
+            def step(x):
+                return x
+        else:
+            def step(x):
+                y = x + 1
+                return y
+        """))
+    (root / "toy-1.0.dist-info").mkdir()
+    (root / "toy-1.0.dist-info" / "METADATA").write_text("Name: toy\nVersion: 1.0\n\n")
+    (root / "toy-1.0.dist-info" / "top_level.txt").write_text("toy\n")
+    spec_dir = tmp_path / "fix"
+    (spec_dir / "runtime_snippets" / "toy_fix").mkdir(parents=True)
+    (spec_dir / "runtime_snippets" / "toy_fix" / "__init__.py").write_text("def seen(y):\n    return y\n")
+    (spec_dir / "toy-fix.yaml").write_text(textwrap.dedent("""\
+        spec: 1
+        name: toy-fix
+        summary: t
+        snippets: {package: toy_fix, alias: _toy_fix}
+        targets:
+          - id: step
+            file: toy/__init__.py
+            function: step
+            transforms:
+              - insert_after: {anchor: "y = x + 1", code: "_toy_fix.seen(y)"}
+        """))
+    (spec_dir / "releases").mkdir()
+    profile = spec_dir / "releases" / "toy-1.0.yaml"
+    profile.write_text("release: toy-1.0\npackages: {toy: '==1.0'}\n")
+    spec = str(spec_dir / "toy-fix.yaml")
+    assert main(["check", spec, "--root", str(root)]) == 4
+    assert "else" in capsys.readouterr().out
+    profile.write_text("release: toy-1.0\npackages: {toy: '==1.0'}\nspecs:\n  toy-fix:\n"
+                       "    overrides: {step: {branch: else}}\n")
+    assert main(["check", spec, "--root", str(root)]) == 1
