@@ -10,7 +10,8 @@ from .transfer import SendHandle, StageTransfer
 # --- scheduler microbatches and per-stage loading (scheduler.py, loader.py) ---
 from .loader import skip_unowned_layers
 from .partition import refuse_split_shared_state
-from .scheduler import running_cap_reached
+from .async_scheduling import async_scheduling_off_for_pipeline
+from .scheduler import admission_cap_reached, running_cap_reached
 
 # --- HPU runner, HPU graphs and worker start-up (runner.py, graphs.py, worker.py) ---
 from .graphs import intermediate_tensors_iter, stage_output, take_intermediate_tensors

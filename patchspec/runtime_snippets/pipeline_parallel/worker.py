@@ -30,7 +30,6 @@ def checked_world_without_hccl(vllm_config, ensure_model_parallel_initialized, g
     parallel_config = vllm_config.parallel_config
     if parallel_config.pipeline_parallel_size == 1:
         return False
-    refuse_async_scheduling(vllm_config)
     if envs.VLLM_HPU_PP_HCCL_WORLD_CHECK:
         return False
     expected = parallel_config.world_size * parallel_config.data_parallel_size
@@ -43,13 +42,6 @@ def checked_world_without_hccl(vllm_config, ensure_model_parallel_initialized, g
                     "tensor-parallel group")
     logger.info("distributed world checked over gloo, device collectives over the tensor-parallel group")
     return True
-
-
-def refuse_async_scheduling(vllm_config) -> None:
-    """Under async scheduling the scheduler sends non-last stages no sampled token ids to take."""
-    if vllm_config.scheduler_config.async_scheduling:
-        raise ValueError(f"pipeline_parallel_size={vllm_config.parallel_config.pipeline_parallel_size} on HPU "
-                         "needs --no-async-scheduling")
 
 
 def check_group_sum(group, device: torch.device, expected: int, what: str) -> None:
