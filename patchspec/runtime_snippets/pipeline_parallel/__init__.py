@@ -15,5 +15,5 @@ from .scheduler import admission_cap_reached, running_cap_reached
 
 # --- HPU runner, HPU graphs and worker start-up (runner.py, graphs.py, worker.py) ---
 from .graphs import intermediate_tensors_iter, stage_output, take_intermediate_tensors
-from .runner import ran_non_last_stage, sent_to_next_stage, skip_on_non_last_stage, stage_input
+from .runner import non_last_stage_output, sent_to_next_stage, skip_on_non_last_stage, stage_input
 from .worker import checked_world_without_hccl
