@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Pipeline parallelism over the host network: the hooks that patched vLLM and vllm-gaudi files call.
 
 Every name listed here is a hook a spec may name as ``_pp.<name>``. Each is inert at pipeline size 1.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Per-stage checkpoint loading (``ep_weight_filter.should_skip_weight``, which ``weight_utils`` imports).
 
 Stock vLLM reads every checkpoint tensor on every stage and drops the layers the stage does not hold
@@ -13,8 +14,12 @@ from __future__ import annotations
 import functools
 import os
 import re
+from collections.abc import Callable
+from typing import Any
 
 from ._logging import get_logger
+
+__all__ = ["owned_layers", "owns_weight", "skip_unowned_layers"]
 
 logger = get_logger(__name__)
 
@@ -22,10 +27,10 @@ logger = get_logger(__name__)
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 
-def skip_unowned_layers(should_skip_weight):
+def skip_unowned_layers(should_skip_weight: Callable[..., bool]) -> Callable[..., bool]:
     """``wrap`` of ``should_skip_weight``: also skip tensors of decoder layers another stage owns."""
     @functools.wraps(should_skip_weight)
-    def should_skip(weight_name, *args, **kwargs):
+    def should_skip(weight_name: str, *args: Any, **kwargs: Any) -> bool:
         return should_skip_weight(weight_name, *args, **kwargs) or not owns_weight(weight_name)
     return should_skip
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stage-to-stage transfer of a forward's intermediate tensors over gloo (the host network).
 
 The HPU runner's calls::
@@ -47,6 +48,8 @@ from .errors import PipelineDesyncError, PipelinePeerError
 from .groups import GroupView, as_group
 from .stats import TransferStats
 from .wire import HEADER_BYTES, TAG, TRAILER_BYTES, Layout, decode, plan
+
+__all__ = ["SendHandle", "StageTransfer"]
 
 logger = get_logger(__name__)
 
