@@ -33,14 +33,16 @@ def digest(tensor: torch.Tensor) -> str:
     return hashlib.sha256(f"{tensor.dtype}{tuple(tensor.shape)}".encode() + data).hexdigest()[:24]
 
 
-def write(out: Path, layers: int, hidden: int, shards: int, seed: int = 0) -> dict[str, dict]:
-    """Write ``config.json`` and ``model-0000k-of-0000n.safetensors``; return ``{name: {digest, bytes}}``."""
+def write(out: Path, layers: int, hidden: int, shards: int, seed: int = 0, extra_layers: int = 0) -> dict[str, dict]:
+    """Write ``config.json`` and ``model-0000k-of-0000n.safetensors``; return ``{name: {digest, bytes}}``.
+    ``extra_layers`` more layers follow the decoder's ``layers`` in the checkpoint but not in the config,
+    as the MTP layers of DeepSeek- and GLM-class checkpoints do."""
     out.mkdir(parents=True, exist_ok=True)
     sizes = {"h": hidden, "i": 4 * hidden}
     gen = torch.Generator().manual_seed(seed)
     tensors = {"model.embed_tokens.weight": torch.randn(VOCAB, hidden, generator=gen),
                "model.norm.weight": torch.randn(hidden, generator=gen)}
-    for layer in range(layers):
+    for layer in range(layers + extra_layers):
         for name, shape in LAYER_SHAPES.items():
             dims = [sizes[d] for d in shape]
             tensors[f"model.layers.{layer}.{name}"] = torch.randn(*dims, generator=gen)

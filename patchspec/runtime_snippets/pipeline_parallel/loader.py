@@ -4,10 +4,12 @@
 Stock vLLM reads every checkpoint tensor on every stage and drops the layers the stage does not hold
 afterwards. The safetensors iterators ask ``should_skip_weight`` about each name before reading its
 tensor, so wrapping it lets a stage skip the decoder layers that ``get_pp_indices`` gives other stages
-(``VLLM_PP_LAYER_PARTITION`` included). Only ``<checkpoint prefix>.layers.<i>.*`` with ``i`` below the
-decoder's layer count is skipped: embeddings, final norm, LM head and extra heads (MTP layers numbered
-past the decoder) follow the model's own rules. Multimodal, encoder-decoder and speculative set-ups load
-as before, with one log line saying why.
+(``VLLM_PP_LAYER_PARTITION`` included). Only ``<checkpoint prefix>.layers.<i>.*`` names are skipped:
+embeddings, final norm and LM head follow the model's own rules. Layers numbered past the decoder (the
+MTP layers of DeepSeek- and GLM-class checkpoints) belong to no stage: without a speculative config the
+models drop them after reading, so every stage skips them; speculative decoding, which drafts with them,
+loads as before. Multimodal, encoder-decoder and speculative set-ups load every tensor, with one log
+line saying why.
 """
 from __future__ import annotations
 
@@ -36,7 +38,8 @@ def skip_unowned_layers(should_skip_weight: Callable[..., bool]) -> Callable[...
 
 
 def owns_weight(weight_name: str) -> bool:
-    """Whether this stage loads ``weight_name``: every name unless it is another stage's decoder layer."""
+    """Whether this stage loads ``weight_name``: every name but the decoder layers of other stages and the
+    layers past the decoder."""
     owned = owned_layers()
     if owned is None:
         return True
@@ -44,8 +47,8 @@ def owns_weight(weight_name: str) -> bool:
     if match is None:
         return True
     layer = int(match.group(1))
-    start, end, num_layers = owned
-    return layer >= num_layers or start <= layer < end
+    start, end, _ = owned
+    return start <= layer < end
 
 
 def owned_layers() -> tuple[int, int, int] | None:
