@@ -50,8 +50,8 @@ def _top1(position: dict) -> list:
 
 
 def _record_steps(llm) -> list:
-    """Per finished engine step: requests it carried, and requests unfinished when it returned (running
-    after it plus those it finished). Observes the stats the engine hands its own stat loggers
+    """Per finished engine step: requests it carried, requests unfinished when it returned (running
+    after it plus those it finished) and those it finished. Observes the stats the engine hands its own stat loggers
     (``enable_logging_iteration_details``)."""
     steps = []
     manager = llm.llm_engine.logger_manager
@@ -63,7 +63,7 @@ def _record_steps(llm) -> list:
             finished = len(iteration_stats.finished_requests) if iteration_stats else 0
             steps.append({
                 "ctx": details.num_ctx_requests, "gen": details.num_generation_requests,
-                "unfinished": scheduler_stats.num_running_reqs + finished,
+                "unfinished": scheduler_stats.num_running_reqs + finished, "finished": finished,
             })
         return record(scheduler_stats, iteration_stats, *args, **kwargs)
 

@@ -140,6 +140,15 @@ def top1_matches(a: list[list[list]], b: list[list[list]]) -> tuple[int, int, fl
     return agree, total, worst
 
 
+def bubble_steps(steps: list[dict]) -> list[dict]:
+    """Steps, prefill or decode, that carried every request still unfinished when they returned: no
+    request was left for the next step until this one came back, so the other stage idled meanwhile.
+    At pipeline size 2 a stock first step that admits every waiting request is one. Not counted: a step
+    right after one that finished requests, scheduled while those still ran (the pipeline draining)."""
+    return [s for prev, s in zip([None, *steps], steps)
+            if s["unfinished"] > 1 and s["ctx"] + s["gen"] >= s["unfinished"] and not (prev and prev["finished"])]
+
+
 def turn_taking_steps(steps: list[dict]) -> list[tuple[dict, dict]]:
     """Pairs of consecutive decode steps that must share a request: together they carry more requests
     than were unfinished when the first returned. A request in flight cannot be scheduled again, so the

@@ -9,7 +9,7 @@ from .errors import PipelineDesyncError, PipelinePeerError
 from .transfer import SendHandle, StageTransfer
 
 # --- scheduler microbatches and per-stage loading (scheduler.py, loader.py) ---
-from .loader import skip_unowned_layers
+from .loader import mmap_checkpoint, owned_weights_only, owns_weight, skip_unowned_layers
 from .partition import refuse_split_shared_state
 from .async_scheduling import async_scheduling_off_for_pipeline
 from .scheduler import admission_cap_reached, running_cap_reached
