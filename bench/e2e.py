@@ -122,10 +122,10 @@ def main() -> None:
     rate, overlap, bubbles = {}, {}, {}
     for name, results in runs.items():
         rate[name] = statistics.median(r["generated"] / r["generate_s"] for r in results)
-        bubbles[name] = statistics.median(len(h.bubble_steps(r["steps"])) / len(r["steps"]) for r in results)
-        line = (f"{name}: {len(results)} run(s), median {rate[name]:.0f} tokens/s, {len(results[0]['steps'])} steps, "
-                f"bubbles {bubbles[name]:.3f}")
-        if "timing" in results[0]:
+        line = f"{name}: {len(results)} run(s), median {rate[name]:.0f} tokens/s, {len(results[0]['steps'])} steps"
+        if "timing" in results[0]:  # size 2
+            bubbles[name] = statistics.median(len(h.bubble_steps(r["steps"])) / len(r["steps"]) for r in results)
+            line += f", bubbles {bubbles[name]:.3f}"
             times = [stage_times(r) for r in results]
             overlap[name] = statistics.median(t["overlap"] for t in times)
             line += f", overlap {overlap[name]:.2f}"
