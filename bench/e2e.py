@@ -1,15 +1,28 @@
-"""Generated tokens/s of a real vLLM 0.30.0 CPU engine at pipeline size 2, pipeline-parallel fix vs stock.
+"""Generated tokens/s of a real vLLM 0.30.0 CPU engine at pipeline size 2, pipeline-parallel fix vs stock,
+and whether the two stages compute at the same time.
 
-32 concurrent greedy requests, eager, one run of each; cpu-pipeline-eager is applied throughout (without
-it stock size 2 crashes in eager mode) and everything is unapplied at the end. Two checkpoints: the e2e
-tier's tiny Llama (hidden 128: a step costs mostly engine overhead) at size 1, size 2 stock and size 2
-with the fix; and the same shape at hidden 1024 (a step costs compute, where overlapping stages can pay)
-at size 2 stock and fixed. The last line: ``greedy_match=<k>/<n> top1_match=<k>/<n>
-pp2_fix_vs_stock=<ratio>`` for the tier's model (size 2 with the fix against size 1; the ratio is
-generated tokens/s, fix over stock). Usage: python bench/e2e.py
+32 concurrent greedy requests, eager; cpu-pipeline-eager is applied throughout (without it stock size 2
+crashes in eager mode) and everything is unapplied at the end. Two checkpoints: the e2e tier's tiny
+Llama (hidden 128: a step costs mostly engine overhead) at size 1, size 2 stock and size 2 with the fix;
+and the same shape at hidden 1024 (a step costs compute, where overlapping stages can pay) at size 2
+stock and fixed. ``--runs N`` repeats the size-2 runs and reports medians.
+
+Each size-2 run records, in both worker processes, the wall-clock span of every worker step and model
+forward (``tests/e2e/reads/sitecustomize.py``). From them: the overlap (time both stages run a forward /
+time either does) and a breakdown per stage over the generation: forward, the rest of the worker step
+(waiting for the previous stage's tensors, sending on) and outside any step (the engine core scheduling
+and handling outputs, the executor's message queues). Bubbles: steps that carried every unfinished
+request, so the other stage had nothing to do (``e2e_harness.bubble_steps``), over all steps.
+
+The last line: ``greedy_match=<k>/<n> top1_match=<k>/<n> pp2_fix_vs_stock=<ratio>
+pp2_fix_vs_stock_h1024=<ratio> overlap=<fraction> bubbles=<fraction>`` (size 2 with the fix against
+size 1 on the tier's model; ratios are generated tokens/s, fix over stock; overlap and bubbles of the
+fix at hidden 1024). Usage: python bench/e2e.py [--runs N]
 """
 from __future__ import annotations
 
+import argparse
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -22,7 +35,55 @@ MAX_TOKENS = 64
 WIDE = 1024
 
 
+def union(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[list[float]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def length(spans: list[tuple[float, float]]) -> float:
+    return sum(b - a for a, b in spans)
+
+
+def intersect(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out, i, j = [], 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if lo < hi:
+            out.append((lo, hi))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def stage_times(result: dict) -> dict:
+    """Overlap of the two stages' forwards and, per stage, seconds of forward, rest of the worker step
+    and time outside any step, within the generation window."""
+    t0, t1 = result["generate_window"]
+
+    def spans(rank: int, kind: str) -> list[tuple[float, float]]:
+        return union([(max(s, t0), min(e, t1)) for r, k, s, e in result["timing"]
+                      if r == rank and k == kind and e > t0 and s < t1])
+    forward = [spans(rank, "forward") for rank in (0, 1)]
+    step = [spans(rank, "step") for rank in (0, 1)]
+    either = length(union(forward[0] + forward[1]))
+    out = {"overlap": length(intersect(forward[0], forward[1])) / either if either else 0.0}
+    for rank in (0, 1):
+        out[f"stage{rank}"] = {"forward": length(forward[rank]), "wait_send": length(step[rank]) - length(forward[rank]),
+                               "outside": (t1 - t0) - length(step[rank])}
+    return out
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=1, help="repeat each size-2 run, report medians")
+    args = parser.parse_args()
     env = h.venv()
     root = h.site_packages(env)
     work = Path(tempfile.mkdtemp(prefix="patchspec-bench-e2e-"))
@@ -31,41 +92,56 @@ def main() -> None:
               f"h{WIDE}": h.write_checkpoint(env, work / f"h{WIDE}", WIDE)}
     prompts = h.token_prompts(REQUESTS, 16, 48, seed=2)
     scored = h.token_prompts(REQUESTS, 100, 300, seed=3)
-    runs: dict[str, dict] = {}
+    runs: dict[str, list[dict]] = {}
 
     def run(model: str, pp: int, name: str, score: bool = False) -> None:
-        runs[f"{model} {name}"] = h.run_engine(env, models[model], pp, prompts, MAX_TOKENS,
-                                               work / f"{model}_{name}.log", scored=scored if score else None)
+        key = f"{model} {name}"
+        runs.setdefault(key, []).append(h.run_engine(
+            env, models[model], pp, prompts, MAX_TOKENS, work / f"{model}_{name}_{len(runs.get(key, []))}.log",
+            scored=scored if score else None, timing=pp == 2))
 
     h.unapply_leftovers(root)
     h.apply(h.EAGER_SPEC, root)
     try:
         run("h128", 1, "pp1", score=True)
-        for model in models:
-            run(model, 2, "pp2_stock")
+        for _ in range(args.runs):
+            for model in models:
+                run(model, 2, "pp2_stock")
         h.apply(h.PP_SPEC, root)
         try:
             run("h128", 2, "pp2_fix", score=True)
-            run(f"h{WIDE}", 2, "pp2_fix")
+            for i in range(args.runs):
+                if i:
+                    run("h128", 2, "pp2_fix")
+                run(f"h{WIDE}", 2, "pp2_fix")
         finally:
             h.unapply(h.PP_SPEC, root)
     finally:
         h.unapply(h.EAGER_SPEC, root)
 
-    rate = {}
-    for name, result in runs.items():
-        rate[name] = result["generated"] / result["generate_s"]
-        sizes = sorted({s["gen"] for s in result["steps"] if s["ctx"] == 0})
-        print(f"{name}: startup {result['startup_s']:.1f} s, {result['generated']} tokens in "
-              f"{result['generate_s']:.2f} s = {rate[name]:.0f} tokens/s, {len(result['steps'])} steps, "
-              f"decode step sizes {sizes}, turn-taking steps {len(h.turn_taking_steps(result['steps']))}")
-    one, fix = runs["h128 pp1"], runs["h128 pp2_fix"]
+    rate, overlap, bubbles = {}, {}, {}
+    for name, results in runs.items():
+        rate[name] = statistics.median(r["generated"] / r["generate_s"] for r in results)
+        line = f"{name}: {len(results)} run(s), median {rate[name]:.0f} tokens/s, {len(results[0]['steps'])} steps"
+        if "timing" in results[0]:  # size 2
+            bubbles[name] = statistics.median(len(h.bubble_steps(r["steps"])) / len(r["steps"]) for r in results)
+            line += f", bubbles {bubbles[name]:.3f}"
+            times = [stage_times(r) for r in results]
+            overlap[name] = statistics.median(t["overlap"] for t in times)
+            line += f", overlap {overlap[name]:.2f}"
+            for rank in (0, 1):
+                parts = {k: statistics.median(t[f"stage{rank}"][k] for t in times) for k in times[0]["stage0"]}
+                line += f"; stage {rank}: " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items())
+        print(line, flush=True)
+    one, fix = runs["h128 pp1"][0], runs["h128 pp2_fix"][0]
     greedy = sum(a == b for a, b in zip(one["tokens"], fix["tokens"], strict=True))
     agree, total, worst = h.top1_matches(one["scored"], fix["scored"])
     print(f"largest top-1 logprob difference: {worst:.2e}")
-    print(f"h{WIDE}: pp2_fix_vs_stock={rate[f'h{WIDE} pp2_fix'] / rate[f'h{WIDE} pp2_stock']:.2f}")
+    wide = f"h{WIDE} pp2_fix"
     print(f"greedy_match={greedy}/{REQUESTS} top1_match={agree}/{total} "
-          f"pp2_fix_vs_stock={rate['h128 pp2_fix'] / rate['h128 pp2_stock']:.2f}")
+          f"pp2_fix_vs_stock={rate['h128 pp2_fix'] / rate['h128 pp2_stock']:.2f} "
+          f"pp2_fix_vs_stock_h1024={rate[wide] / rate[f'h{WIDE} pp2_stock']:.2f} "
+          f"overlap={overlap[wide]:.2f} bubbles={bubbles[wide]:.3f}")
 
 
 if __name__ == "__main__":

@@ -24,10 +24,11 @@ def run(request: dict) -> dict:
     steps = _record_steps(llm)
 
     greedy = SamplingParams(temperature=0.0, max_tokens=request["max_tokens"], ignore_eos=True)
-    started = time.monotonic()
+    started, window = time.monotonic(), [time.time()]
     outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in request["prompts"]], greedy,
                            use_tqdm=False)
     generate_s = time.monotonic() - started
+    window.append(time.time())
     tokens = [list(o.outputs[0].token_ids) for o in outputs]
     generate_steps = list(steps)
 
@@ -38,7 +39,7 @@ def run(request: dict) -> dict:
                                 use_tqdm=False):
             scored.append([_top1(position) for position in out.prompt_logprobs[1:]])
     return {
-        "startup_s": startup_s, "generate_s": generate_s, "tokens": tokens,
+        "startup_s": startup_s, "generate_s": generate_s, "generate_window": window, "tokens": tokens,
         "generated": sum(len(t) for t in tokens), "steps": generate_steps, "scored": scored,
     }
 
@@ -50,8 +51,8 @@ def _top1(position: dict) -> list:
 
 
 def _record_steps(llm) -> list:
-    """Per finished engine step: requests it carried, and requests unfinished when it returned (running
-    after it plus those it finished). Observes the stats the engine hands its own stat loggers
+    """Per finished engine step: requests it carried, requests unfinished when it returned (running
+    after it plus those it finished) and those it finished. Observes the stats the engine hands its own stat loggers
     (``enable_logging_iteration_details``)."""
     steps = []
     manager = llm.llm_engine.logger_manager
@@ -63,7 +64,7 @@ def _record_steps(llm) -> list:
             finished = len(iteration_stats.finished_requests) if iteration_stats else 0
             steps.append({
                 "ctx": details.num_ctx_requests, "gen": details.num_generation_requests,
-                "unfinished": scheduler_stats.num_running_reqs + finished,
+                "unfinished": scheduler_stats.num_running_reqs + finished, "finished": finished,
             })
         return record(scheduler_stats, iteration_stats, *args, **kwargs)
 

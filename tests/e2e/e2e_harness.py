@@ -90,11 +90,13 @@ def token_prompts(count: int, low: int, high: int, seed: int) -> list[list[int]]
 
 def run_engine(env: Path, model: Path, pp: int, prompts: list[list[int]], max_tokens: int, log: Path,
                scored: list[list[int]] | None = None, partition: str | None = None,
-               count_reads: bool = False) -> dict:
+               count_reads: bool = False, timing: bool = False) -> dict:
     """One engine in a subprocess of the venv's python; the result of e2e_engine.py plus, when counted,
-    ``reads``: pipeline rank → names of the checkpoint tensors that rank read."""
+    ``reads``: pipeline rank → names of the checkpoint tensors that rank read, and with ``timing``,
+    ``timing``: ``[rank, "step" or "forward", start, end]`` of every worker step and model forward."""
     with tempfile.TemporaryDirectory(prefix="patchspec-e2e-") as tmp:
         request, result, reads = Path(tmp) / "request.json", Path(tmp) / "result.json", Path(tmp) / "reads"
+        times = Path(tmp) / "timing"
         request.write_text(json.dumps({"model": str(model), "pp": pp, "prompts": prompts,
                                        "max_tokens": max_tokens, "scored": scored or []}))
         child = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "PYTHONPATH"))}
@@ -109,6 +111,9 @@ def run_engine(env: Path, model: Path, pp: int, prompts: list[list[int]], max_to
         if count_reads:
             reads.mkdir()
             child.update(PATCHSPEC_E2E_READS=str(reads), PYTHONPATH=str(HERE / "reads"))
+        if timing:
+            times.mkdir()
+            child.update(PATCHSPEC_E2E_TIMING=str(times), PYTHONPATH=str(HERE / "reads"))
         with open(log, "w") as out:
             done = subprocess.run([str(env / "bin" / "python"), str(HERE / "e2e_engine.py"), str(request),
                                    str(result)], stdout=out, stderr=subprocess.STDOUT, env=child,
@@ -124,6 +129,9 @@ def run_engine(env: Path, model: Path, pp: int, prompts: list[list[int]], max_to
                     rank, name = line.split(" ", 1)
                     by_rank[int(rank)].append(name)
             outcome["reads"] = dict(by_rank)
+        if timing:
+            outcome["timing"] = [[int(rank), kind, float(start), float(end)] for file in times.glob("*.txt")
+                                 for rank, kind, start, end in map(str.split, file.read_text().splitlines())]
         return outcome
 
 
@@ -138,6 +146,15 @@ def top1_matches(a: list[list[list]], b: list[list[list]]) -> tuple[int, int, fl
                 agree += 1
                 worst = max(worst, abs(lp_a - lp_b))
     return agree, total, worst
+
+
+def bubble_steps(steps: list[dict]) -> list[dict]:
+    """Steps, prefill or decode, that carried every request still unfinished when they returned: no
+    request was left for the next step until this one came back, so the other stage idled meanwhile.
+    At pipeline size 2 a stock first step that admits every waiting request is one. Not counted: a step
+    right after one that finished requests, scheduled while those still ran (the pipeline draining)."""
+    return [s for prev, s in zip([None, *steps], steps)
+            if s["unfinished"] > 1 and s["ctx"] + s["gen"] >= s["unfinished"] and not (prev and prev["finished"])]
 
 
 def turn_taking_steps(steps: list[dict]) -> list[tuple[dict, dict]]:

@@ -93,6 +93,14 @@ def test_steps_overlap_at_size_2(runs):
     assert h.turn_taking_steps(steps) == [], steps
 
 
+def test_no_step_leaves_the_other_stage_idle_from_the_first_step(runs):
+    """Bubble fraction 0 at size 2: the first steps admit half the waiting requests each (the admission
+    cap), so no step, prefill or decode, carries every unfinished request."""
+    steps = runs["pp2"]["steps"]
+    assert steps[0]["ctx"] + steps[0]["gen"] < len(PROMPTS), steps[:3]
+    assert h.bubble_steps(steps) == [], steps
+
+
 def test_stock_size_2_reads_every_layer(runs):
     """The reads measure can fail: without the pipeline-parallel spec each stage reads every layer.
 

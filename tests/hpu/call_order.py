@@ -4,7 +4,7 @@
 ``names``: a branch whose condition is listed in ``conditions`` is taken or not; any other branch must
 make the same calls whichever way it goes (else the method has drifted in a way this cannot judge); a
 loop over ``zip(*shallow_tuple(X))`` runs ``loops[X]`` times, and any other loop must make no such call.
-A call of ``_pp.ran_non_last_stage`` (the patched early return) is kept as ``NON_LAST_RETURN``.
+A call of ``_pp.non_last_stage_output`` (the patched early return) is kept as ``NON_LAST_RETURN``.
 """
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def _calls(node, names) -> list[str]:
         def visit_Call(self, call: ast.Call) -> None:
             self.generic_visit(call)
             name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
-            if name == "ran_non_last_stage":
+            if name == "non_last_stage_output":
                 found.append(NON_LAST_RETURN)
             elif name in names:
                 found.append(name)

@@ -54,6 +54,15 @@ class StageReport:
     messages: int  # transfer messages so far, sent or received
 
 
+def _portable(output):
+    """What the parent can unpickle without vLLM: the fixture's sampled tokens, or the name of vLLM's
+    empty output (what upstream's non-last ranks return without KV-connector results)."""
+    if output is None or isinstance(output, dict):
+        return output
+    empty = sys.modules["vllm.v1.outputs"].EMPTY_MODEL_RUNNER_OUTPUT
+    return "EMPTY_MODEL_RUNNER_OUTPUT" if output is empty else repr(output)
+
+
 def _stage_main(root, rank, pp, port, inbox, outbox, options):
     try:
         import_root(root)
@@ -68,7 +77,9 @@ def _stage_main(root, rank, pp, port, inbox, outbox, options):
                                     timeout=timedelta(seconds=START_S))
             snippets = importlib.import_module("_patchspec_runtime.pipeline_parallel.runner")
             transfer = snippets.StageTransfer(dist.group.WORLD, timeout_s=TIMEOUT_S / 2)
-            runner._pp_stage = snippets.Stage(rank == 0, rank == pp - 1, transfer)
+            snippets.STAGES[runner] = snippets.Stage(rank == 0, rank == pp - 1, transfer)
+            if rank < pp - 1:  # a non-last stage returns vLLM's output type: import it now, not in a step
+                importlib.import_module("vllm.v1.outputs")
         outbox.put((rank, "ready", None))
         while (msg := inbox.get()) is not None:
             kind, payload = msg
@@ -78,7 +89,7 @@ def _stage_main(root, rank, pp, port, inbox, outbox, options):
             else:
                 runner.execute_model(runner_module.SchedulerOutput(**payload))
                 output = runner.sample_tokens(None)
-            report = StageReport(output, runner.calls[:], runner.forwards[:],
+            report = StageReport(_portable(output), runner.calls[:], runner.forwards[:],
                                  transfer.stats.messages if transfer else 0)
             runner.calls.clear()
             runner.forwards.clear()

@@ -8,16 +8,24 @@ import types
 import pytest
 import torch
 
-from patchspec.runtime_snippets.pipeline_parallel import (ran_non_last_stage, sent_to_next_stage, skip_on_non_last_stage,
-                                                stage_input, stage_output, take_intermediate_tensors)
-from patchspec.runtime_snippets.pipeline_parallel.runner import Stage
+from patchspec.runtime_snippets.pipeline_parallel import (non_last_stage_output, sent_to_next_stage,
+                                                           skip_on_non_last_stage, stage_input, stage_output,
+                                                           take_intermediate_tensors)
+from patchspec.runtime_snippets.pipeline_parallel.runner import STAGES, Stage
+
+
+class Runner:
+    """The attributes of a runner the hooks read."""
+
+    def __init__(self, pp: int):
+        self.parallel_config = types.SimpleNamespace(pipeline_parallel_size=pp)
+        self.dtype, self.device = torch.bfloat16, "cpu"
 
 
 def _runner(pp=1, stage=None):
-    runner = types.SimpleNamespace(parallel_config=types.SimpleNamespace(pipeline_parallel_size=pp),
-                                   dtype=torch.bfloat16, device="cpu")
+    runner = Runner(pp)
     if stage is not None:
-        runner._pp_stage = stage
+        STAGES[runner] = stage
     return runner
 
 
@@ -25,9 +33,9 @@ def test_runner_hooks_return_at_once_at_size_1():
     runner, ids = _runner(), torch.zeros(2, 3, dtype=torch.long)
     assert stage_input(runner, ids, False) is None
     assert sent_to_next_stage(runner, torch.ones(6, 4), ids, False) is False
-    assert ran_non_last_stage(runner, None, None, None, None, False) is False
+    assert non_last_stage_output(runner, None, None, None, None, False) is None
     assert skip_on_non_last_stage(lambda r, x: ("ran", x))(runner, 7) == ("ran", 7)
-    assert vars(runner).keys() == {"parallel_config", "dtype", "device"}
+    assert vars(runner).keys() == {"parallel_config", "dtype", "device"} and runner not in STAGES
 
 
 def test_logits_methods_are_skipped_on_non_last_stages_only():

@@ -51,12 +51,13 @@ def test_size_2_samples_the_same_tokens_as_size_1(runs):
     assert outputs_of(steps, 1) == expected
 
 
-def test_non_last_stage_never_samples_and_returns_nothing(runs):
+def test_non_last_stage_never_samples_and_returns_upstreams_empty_output(runs):
     _, _, _, warmup, steps = runs
     assert SAMPLING.isdisjoint(warmup[0].calls)
     assert "warmup_sampler" in warmup[1].calls
+    for step in steps[:-1]:  # the last step only retires requests: no forward, no output
+        assert step.reports[0].output == "EMPTY_MODEL_RUNNER_OUTPUT"
     for step in steps:
-        assert step.reports[0].output is None
         assert SAMPLING.isdisjoint(step.reports[0].calls), step.reports[0].calls
 
 

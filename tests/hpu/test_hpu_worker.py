@@ -107,12 +107,6 @@ def _config(pp, async_scheduling):
         device_config=types.SimpleNamespace(device="cpu"))
 
 
-def test_pipeline_with_async_scheduling_is_refused_in_one_line():
-    with pytest.raises(ValueError) as err:
-        checked_world_without_hccl(_config(2, True), None, None)
-    assert str(err.value) == "pipeline_parallel_size=2 on HPU needs --no-async-scheduling"
-
-
 def test_size_1_returns_at_once():
     assert not dist.is_initialized()  # a collective here would raise
     assert checked_world_without_hccl(_config(1, True), None, None) is False

@@ -125,15 +125,23 @@ def _case(i: int) -> tuple[int, dict[str, torch.Tensor]]:
                         for j, (k, (dims, dtype)) in enumerate(keys.items())}
 
 
+def _layout(t: torch.Tensor) -> tuple:
+    """What an HPU graph wrapper can tell apart in an input tensor, storage size included."""
+    return (t.shape, t.dtype, t.stride(), t.storage_offset(), t.is_contiguous(), t.device,
+            t.untyped_storage().nbytes())
+
+
 def _roundtrip(stage, pp_group, tp_group):
-    """Stage 0 sends every case (alternately with isend); stage 1 checks bits and that views stay valid."""
+    """Stage 0 sends every case (alternately with isend); stage 1 checks the bits, that each tensor is laid
+    out like a warm-up's zeros and owns its storage, and that all it received stays valid."""
     logging.getLogger("vllm").setLevel(logging.INFO)
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append
     logging.getLogger("vllm.patchspec.transfer").addHandler(handler)
-    xfer = StageTransfer(pp_group, tp_group, timeout_s=20)
-    report = []
+    mark_steps = []
+    xfer = StageTransfer(pp_group, tp_group, timeout_s=20, mark_step=lambda: mark_steps.append(1))
+    report, layouts, storages, rounds = [], [], set(), 0
     if stage == 0:
         handles = []
         for i in range(len(CASES)):
@@ -146,16 +154,19 @@ def _roundtrip(stage, pp_group, tp_group):
         for h in handles:
             h.wait()
     else:
-        previous = None
+        received = []
         for i in range(len(CASES)):
             num_tokens, expected = _case(i)
             got = xfer.recv(num_tokens)
-            ok = list(got) == list(expected) and all(_same_bits(got[k], expected[k]) for k in expected)
-            if previous is not None:  # the last result stays valid through one more recv
-                ok = ok and all(_same_bits(previous[1][k], _case(previous[0])[1][k]) for k in previous[1])
-            report.append(ok)
-            previous = (i, got)
-    return {"ok": report, "split": xfer.stats.split_messages, "stats_logs": len(records)}
+            received.append(got)
+            report.append(list(got) == list(expected) and all(_same_bits(got[k], expected[k]) for k in expected))
+            layouts.append(all(_layout(got[k]) == _layout(torch.zeros_like(expected[k])) for k in expected))
+            storages.update(t.untyped_storage().data_ptr() for t in got.values())
+            layout = wire.plan(expected, num_tokens, xfer._tp_size, xfer._split_bytes)
+            rounds += len(layout.rounds) if layout.parts > 1 else 0
+        report.append(all(_same_bits(got[k], _case(i)[1][k]) for i, got in enumerate(received) for k in got))
+    return {"ok": report, "split": xfer.stats.split_messages, "stats_logs": len(records), "layouts": layouts,
+            "storages": len(storages), "mark_steps": len(mark_steps), "gather_rounds": rounds}
 
 
 @pytest.mark.parametrize("tp", [1, 2])
@@ -166,11 +177,32 @@ def test_roundtrip_is_bit_identical(tp, request):
         assert isinstance(result, dict), f"rank {rank}:\n{result}"
         stage, tp_rank = divmod(rank, tp)
         if stage == 1:
-            assert result["ok"] == [True] * len(CASES)
+            # every case bit for bit, and at the end every earlier result still (nothing was reused)
+            assert result["ok"] == [True] * (len(CASES) + 1)
         # the two >= 1 MiB cases are split when there is more than one TP rank, the rest never
         assert result["split"] == (2 if tp > 1 else 0)
         # VLLM_HPU_PP_STATS_EVERY=2 and 5 messages: TP rank 0 logs twice, other TP ranks never
         assert result["stats_logs"] == (2 if tp_rank == 0 else 0)
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_received_tensors_are_owned_and_laid_out_like_warmup_zeros(tp, request):
+    """Shape, dtype, stride, storage offset, contiguity, device and storage size equal those of
+    ``torch.zeros`` (what vLLM's ``make_empty_intermediate_tensors`` gives the warm-up); no two received
+    tensors, in one message or across messages, share a storage."""
+    got = request.getfixturevalue(f"tp{tp}")["_roundtrip"]
+    for rank in range(tp, 2 * tp):
+        assert got[rank]["layouts"] == [True] * len(CASES)
+        assert got[rank]["storages"] == sum(len(keys) for _, keys in CASES)
+
+
+def test_mark_step_runs_before_each_all_gather_and_only_then(tp1, tp2):
+    """Given a ``mark_step``, the receiving stage calls it once per all-gather round of a split payload;
+    whole payloads and the sending stage issue no collective and never call it."""
+    for rank, result in tp2["_roundtrip"].items():
+        assert result["mark_steps"] == result["gather_rounds"], (rank, result)
+        assert result["mark_steps"] > 0 if rank >= 2 else result["mark_steps"] == 0
+    assert [r["mark_steps"] for r in tp1["_roundtrip"].values()] == [0, 0]
 
 
 def _message(tensors: dict[str, torch.Tensor], num_tokens: int, seq: int) -> torch.Tensor:

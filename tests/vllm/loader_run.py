@@ -1,6 +1,8 @@
-"""One pipeline stage running vLLM's real safetensors iterator; prints one JSON document.
+"""One pipeline stage running one of vLLM's real weight iterators; prints one JSON document.
 
-``python loader_run.py CHECKPOINT RANK SIZE PORT`` with a release root first on ``sys.path``. The stage
+``python loader_run.py CHECKPOINT RANK SIZE PORT [ITERATOR]`` with a release root first on ``sys.path``;
+ITERATOR is ``safetensors`` (default), ``pt`` (the checkpoint's ``*.bin`` files) or ``npcache`` (vLLM's
+numpy cache of them, made by the first stage before the turns). The stage
 joins a gloo world of SIZE processes on 127.0.0.1:PORT through vLLM's own ``init_distributed_environment``
 and ``initialize_model_parallel``, then the stages take turns: each drops the checkpoint from the page
 cache and iterates every shard. Two counts of what it read: the tensors safetensors handed out (the
@@ -50,14 +52,26 @@ def resident_bytes(path: Path) -> int:
     return sum(v & 1 for v in vec) * mmap.PAGESIZE
 
 
-def load_stage(files: list[Path]) -> dict:
-    from vllm.model_executor.model_loader.weight_utils import safetensors_weights_iterator
+def iterator(kind: str, checkpoint: Path) -> tuple[list[Path], object]:
+    """The files whose pages count as read, and a function returning a fresh weight iterator."""
+    from vllm.model_executor.model_loader import weight_utils
 
+    if kind == "safetensors":
+        files = sorted(checkpoint.glob("*.safetensors"))
+        return files, lambda: weight_utils.safetensors_weights_iterator([str(f) for f in files], False)
+    bins = [str(f) for f in sorted(checkpoint.glob("*.bin"))]
+    if kind == "pt":
+        return [Path(f) for f in bins], lambda: weight_utils.pt_weights_iterator(bins, False)
+    make = lambda: weight_utils.np_cache_weights_iterator(str(checkpoint), None, str(checkpoint), bins, False)  # noqa: E731
+    return [f for f in (checkpoint / "np").glob("*") if f.suffix != ".json"], make
+
+
+def load_stage(files: list[Path], make) -> dict:
     for f in files:
         drop_cached(f)
     cached_before = sum(resident_bytes(f) for f in files)
     began = time.perf_counter()
-    loaded = dict(safetensors_weights_iterator([str(f) for f in files], False))
+    loaded = dict(make())
     seconds = time.perf_counter() - began
     tensors = {name: digest(t) for name, t in loaded.items()}
     notes = Path(os.environ["PATCHSPEC_E2E_READS"]) / f"{os.getpid()}.txt"
@@ -68,20 +82,25 @@ def load_stage(files: list[Path]) -> dict:
 
 def main() -> None:
     checkpoint, rank, size, port = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    kind = sys.argv[5] if len(sys.argv) > 5 else "safetensors"
     from vllm.config import DeviceConfig, ModelConfig, ParallelConfig, VllmConfig, set_current_vllm_config
     from vllm.distributed.parallel_state import init_distributed_environment, initialize_model_parallel
 
     config = VllmConfig(model_config=ModelConfig(model=str(checkpoint), skip_tokenizer_init=True),
                         device_config=DeviceConfig(device="cpu"),
                         parallel_config=ParallelConfig(pipeline_parallel_size=size))
-    files = sorted(checkpoint.glob("*.safetensors"))
     with set_current_vllm_config(config):
         init_distributed_environment(world_size=size, rank=rank, local_rank=rank, backend="gloo",
                                      distributed_init_method=f"tcp://127.0.0.1:{port}")
         initialize_model_parallel(pipeline_model_parallel_size=size, backend="gloo")
+        if kind == "npcache" and rank == 0:
+            for _ in iterator(kind, checkpoint)[1]():  # the cache is made on first use, from every tensor
+                pass
+        dist.barrier()
+        files, make = iterator(kind, checkpoint)
         for turn in range(size):  # one stage at a time: the page cache is shared
             if turn == rank:
-                report = load_stage(files)
+                report = load_stage(files, make)
             dist.barrier()
     print(json.dumps(report))
 

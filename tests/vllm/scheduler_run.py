@@ -35,12 +35,15 @@ def build(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int) -> Sch
     vllm_config = VllmConfig(
         model_config=model,
         scheduler_config=SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=1024, max_model_len=256,
-                                         is_encoder_decoder=False, async_scheduling=async_scheduling),
+                                         is_encoder_decoder=False, async_scheduling=False),
         cache_config=CacheConfig(block_size=BLOCK, enable_prefix_caching=False),
         device_config=DeviceConfig(device="cpu"),
         parallel_config=ParallelConfig(pipeline_parallel_size=pp),
     )
     vllm_config.cache_config.num_gpu_blocks = BLOCKS
+    # Set after the config is built: the patched config refuses async scheduling at pipeline size > 1,
+    # and what is tested here is that the scheduler's own targets leave an async schedule as it was.
+    vllm_config.scheduler_config.async_scheduling = async_scheduling
     spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=1, head_size=1, dtype=torch.float32)
     kv = KVCacheConfig(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)])
     cls = AsyncScheduler if async_scheduling else Scheduler

@@ -1,6 +1,7 @@
 """The loader target on vLLM's real safetensors iterator (0.26.0 and 0.30.0): at size 2 each stage reads
 and yields only its own decoder layers (partition from VLLM_PP_LAYER_PARTITION) plus the shared tensors,
-bit for bit; at size 1 nothing changes."""
+bit for bit, and no stage reads the MTP-style layer past the decoder (no speculative config); at size 1
+nothing changes."""
 from __future__ import annotations
 
 import re
@@ -23,7 +24,7 @@ def layer_of(name: str) -> int | None:
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     out = tmp_path_factory.mktemp("checkpoint")
-    return out, write(out, layers=LAYERS, hidden=128, shards=3)
+    return out, write(out, layers=LAYERS, hidden=128, shards=3, extra_layers=1)
 
 
 @pytest.fixture(scope="module", params=RELEASES)
@@ -55,7 +56,7 @@ def test_each_stage_reads_only_its_share(runs, checkpoint, rank):
     got = runs["stages"][rank]
     assert sorted(got["read"]) == sorted(got["tensors"])
     share = sum(sizes[n] for n in got["read"])
-    layer_bytes = sum(b for n, b in sizes.items() if layer_of(n) is not None)
+    layer_bytes = sum(b for n, b in sizes.items() if layer_of(n) is not None and layer_of(n) < LAYERS)
     shared_bytes = sum(sizes[n] for n in SHARED)
     assert share == shared_bytes + layer_bytes * PARTITION[rank] // LAYERS
     assert share < sum(sizes.values())
@@ -66,3 +67,10 @@ def test_size_1_identical_to_unpatched(runs, checkpoint):
     assert runs["stock"]["tensors"] == everything
     assert list(runs["patched"]["tensors"].items()) == list(runs["stock"]["tensors"].items())
     assert sorted(runs["patched"]["read"]) == sorted(runs["stock"]["read"]) == sorted(everything)
+
+
+def test_no_stage_reads_the_layer_past_the_decoder(runs):
+    """Stock reads it on every stage and the model drops it; without a speculative config no stage needs it."""
+    assert any(layer_of(n) == LAYERS for n in runs["stock"]["read"])
+    for stage in runs["stages"]:
+        assert all(layer_of(n) != LAYERS for n in stage["read"])

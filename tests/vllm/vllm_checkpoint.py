@@ -33,14 +33,18 @@ def digest(tensor: torch.Tensor) -> str:
     return hashlib.sha256(f"{tensor.dtype}{tuple(tensor.shape)}".encode() + data).hexdigest()[:24]
 
 
-def write(out: Path, layers: int, hidden: int, shards: int, seed: int = 0) -> dict[str, dict]:
-    """Write ``config.json`` and ``model-0000k-of-0000n.safetensors``; return ``{name: {digest, bytes}}``."""
+def write(out: Path, layers: int, hidden: int, shards: int, seed: int = 0, extra_layers: int = 0,
+          pt: bool = False) -> dict[str, dict]:
+    """Write ``config.json`` and ``model-0000k-of-0000n.safetensors`` (and with ``pt`` the same shards as
+    ``pytorch_model-0000k-of-0000n.bin``); return ``{name: {digest, bytes}}``.
+    ``extra_layers`` more layers follow the decoder's ``layers`` in the checkpoint but not in the config,
+    as the MTP layers of DeepSeek- and GLM-class checkpoints do."""
     out.mkdir(parents=True, exist_ok=True)
     sizes = {"h": hidden, "i": 4 * hidden}
     gen = torch.Generator().manual_seed(seed)
     tensors = {"model.embed_tokens.weight": torch.randn(VOCAB, hidden, generator=gen),
                "model.norm.weight": torch.randn(hidden, generator=gen)}
-    for layer in range(layers):
+    for layer in range(layers + extra_layers):
         for name, shape in LAYER_SHAPES.items():
             dims = [sizes[d] for d in shape]
             tensors[f"model.layers.{layer}.{name}"] = torch.randn(*dims, generator=gen)
@@ -49,6 +53,8 @@ def write(out: Path, layers: int, hidden: int, shards: int, seed: int = 0) -> di
     for k in range(shards):
         part = {n: tensors[n] for n in names[k * per_shard:(k + 1) * per_shard]}
         save_file(part, str(out / f"model-{k + 1:05d}-of-{shards:05d}.safetensors"))
+        if pt:
+            torch.save(part, str(out / f"pytorch_model-{k + 1:05d}-of-{shards:05d}.bin"))
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden,
               "intermediate_size": 4 * hidden, "num_attention_heads": 4, "num_key_value_heads": 4,
               "num_hidden_layers": layers, "vocab_size": VOCAB, "max_position_embeddings": 256,

@@ -50,14 +50,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_stages(root: Path, checkpoint: Path, size: int, reads: Path, env: dict | None = None) -> list:
+def start_stages(root: Path, checkpoint: Path, size: int, reads: Path, env: dict | None = None,
+                 iterator: str = "safetensors") -> list:
     """The ``size`` stages of ``loader_run.py`` on one gloo world; stage k notes its reads in reads/k."""
     port = str(free_port())
     procs = []
     for rank in range(size):
         notes = reads / str(rank)
         notes.mkdir(parents=True)
-        procs.append(start(root, "loader_run.py", str(checkpoint), str(rank), str(size), port,
+        procs.append(start(root, "loader_run.py", str(checkpoint), str(rank), str(size), port, iterator,
                            env={**(env or {}), "PATCHSPEC_E2E_READS": str(notes)}))
     return procs
 

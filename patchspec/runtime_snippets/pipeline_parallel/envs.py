@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Environment variables of the pipeline-parallel runtime, read when asked (as in ``vllm.envs``).
 
 Values are read at each attribute access, not at import, so a process (or a test) may set them late.

@@ -1,4 +1,7 @@
+# SPDX-License-Identifier: Apache-2.0
 """The two ways a stage-to-stage transfer fails; both stop the pipeline instead of running on."""
+
+__all__ = ["PipelineDesyncError", "PipelinePeerError"]
 
 
 class PipelineDesyncError(RuntimeError):

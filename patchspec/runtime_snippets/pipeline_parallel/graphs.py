@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """IntermediateTensors through the HPU-graph-wrapped model adapter.
 
 The graph wrapper hashes its arguments and only understands plain containers of tensors, so the runner
@@ -6,19 +7,27 @@ a non-last stage's outputs are cloned inside the captured graph.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vllm.sequence import IntermediateTensors
+
+__all__ = ["intermediate_tensors_iter", "stage_output", "take_intermediate_tensors"]
+
 USES = {
     "vllm/sequence.py": ["IntermediateTensors(tensors)", "IntermediateTensors.tensors"],
 }
 
 
-def intermediate_tensors_iter(self):
+def intermediate_tensors_iter(self: IntermediateTensors) -> Iterator[str]:
     """``IntermediateTensors.__iter__``, over its keys like a dict. Without it Python falls back to
     ``__getitem__(0)``, ``(1)``, ... which return None forever, and Habana's post-forward module hook,
     which iterates a module's outputs, never ends on a non-last stage."""
     return iter(self.tensors)
 
 
-def take_intermediate_tensors(kwargs: dict) -> None:
+def take_intermediate_tensors(kwargs: dict[str, Any]) -> None:
     """Inside the adapter: the dict the runner passed (one leading dimension of tokens) becomes
     IntermediateTensors laid out like the model's input ids (flattened or not); without one (first stage, pipeline size 1) the keyword is
     dropped, so the model is called with exactly its original arguments."""
@@ -31,7 +40,7 @@ def take_intermediate_tensors(kwargs: dict) -> None:
         {key: value.view(*shape, *value.shape[1:]) for key, value in tensors.items()})
 
 
-def stage_output(hidden_states):
+def stage_output(hidden_states: Any) -> Any:
     """A non-last stage's outputs, cloned inside the captured graph: with tensor parallelism they come
     from in-place collectives whose buffers a replayed graph frees when its tensor cache is disabled.
     Anything else (a tensor, a tuple) passes untouched, without an import a compiled forward would trace."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One view of a process group, whether vLLM's ``GroupCoordinator`` (production) or a torch one (tests).
 
 The transfer needs a group's gloo (CPU) group for stage-to-stage messages, its device group for the
@@ -6,8 +7,11 @@ tensor-parallel all-gather (HCCL on Gaudi; the same gloo group on CPU), and the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch.distributed as dist
+
+__all__ = ["GroupView", "as_group"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,7 @@ class GroupView:
         return (self.rank_in_group - 1) % self.world_size
 
 
-def as_group(group) -> GroupView:
+def as_group(group: Any) -> GroupView:
     """Adapt a vLLM ``GroupCoordinator`` (it has ``cpu_group``) or a ``torch.distributed`` group."""
     if hasattr(group, "cpu_group"):
         return GroupView(group.cpu_group, group.device_group, tuple(group.ranks), group.rank_in_group)

@@ -1,20 +1,32 @@
-"""Per-stage checkpoint loading (``ep_weight_filter.should_skip_weight``, which ``weight_utils`` imports).
+# SPDX-License-Identifier: Apache-2.0
+"""Per-stage checkpoint loading: every stage skips the tensors of the layers it does not own before reading.
 
 Stock vLLM reads every checkpoint tensor on every stage and drops the layers the stage does not hold
-afterwards. The safetensors iterators ask ``should_skip_weight`` about each name before reading its
-tensor, so wrapping it lets a stage skip the decoder layers that ``get_pp_indices`` gives other stages
-(``VLLM_PP_LAYER_PARTITION`` included). Only ``<checkpoint prefix>.layers.<i>.*`` with ``i`` below the
-decoder's layer count is skipped: embeddings, final norm, LM head and extra heads (MTP layers numbered
-past the decoder) follow the model's own rules. Multimodal, encoder-decoder and speculative set-ups load
-as before, with one log line saying why.
+afterwards. The safetensors iterators ask ``ep_weight_filter.should_skip_weight`` about each name before
+reading its tensor, so wrapping it (``skip_unowned_layers``) skips them there. The ``.pt`` iterators load
+a file at a time: they map it (``mmap_checkpoint``) and yield only owned tensors
+(``owned_weights_only``), so the other stages' storages are never paged in. The numpy cache skips a
+name before opening its file (``owns_weight``). A stage owns the decoder layers that ``get_pp_indices``
+gives it
+(``VLLM_PP_LAYER_PARTITION`` included). Only ``<checkpoint prefix>.layers.<i>.*`` names are skipped:
+embeddings, final norm and LM head follow the model's own rules. Layers numbered past the decoder (the
+MTP layers of DeepSeek- and GLM-class checkpoints) belong to no stage: without a speculative config the
+models drop them after reading, so every stage skips them; speculative decoding, which drafts with them,
+loads as before. Multimodal, encoder-decoder and speculative set-ups load every tensor, with one log
+line saying why.
 """
 from __future__ import annotations
 
 import functools
 import os
 import re
+import zipfile
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ._logging import get_logger
+
+__all__ = ["mmap_checkpoint", "owned_layers", "owned_weights_only", "owns_weight", "skip_unowned_layers"]
 
 logger = get_logger(__name__)
 
@@ -22,16 +34,37 @@ logger = get_logger(__name__)
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 
-def skip_unowned_layers(should_skip_weight):
+def skip_unowned_layers(should_skip_weight: Callable[..., bool]) -> Callable[..., bool]:
     """``wrap`` of ``should_skip_weight``: also skip tensors of decoder layers another stage owns."""
     @functools.wraps(should_skip_weight)
-    def should_skip(weight_name, *args, **kwargs):
+    def should_skip(weight_name: str, *args: Any, **kwargs: Any) -> bool:
         return should_skip_weight(weight_name, *args, **kwargs) or not owns_weight(weight_name)
     return should_skip
 
 
+def owned_weights_only(
+        iterator: Callable[..., Iterator[tuple[str, Any]]]) -> Callable[..., Iterator[tuple[str, Any]]]:
+    """``wrap`` of a weight iterator: yield only the tensors this stage owns (all of them at size 1)."""
+    @functools.wraps(iterator)
+    def owned(*args: Any, **kwargs: Any) -> Iterator[tuple[str, Any]]:
+        for name, tensor in iterator(*args, **kwargs):
+            if owns_weight(name):
+                yield name, tensor
+    return owned
+
+
+def mmap_checkpoint(path: str) -> bool | None:
+    """``torch.load``'s ``mmap`` for a ``.pt`` file: mapped when this stage skips layers and the file is a
+    zip archive (``torch.save``'s format since torch 1.6; older ones cannot be mapped), so only the
+    tensors it keeps are read; else None, torch's default."""
+    if owned_layers() is None or not zipfile.is_zipfile(path):
+        return None
+    return True
+
+
 def owns_weight(weight_name: str) -> bool:
-    """Whether this stage loads ``weight_name``: every name unless it is another stage's decoder layer."""
+    """Whether this stage loads ``weight_name``: every name but the decoder layers of other stages and the
+    layers past the decoder."""
     owned = owned_layers()
     if owned is None:
         return True
@@ -39,8 +72,8 @@ def owns_weight(weight_name: str) -> bool:
     if match is None:
         return True
     layer = int(match.group(1))
-    start, end, num_layers = owned
-    return layer >= num_layers or start <= layer < end
+    start, end, _ = owned
+    return start <= layer < end
 
 
 def owned_layers() -> tuple[int, int, int] | None:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Start-up guard: no stage may start on a layer that reuses state computed by an earlier layer.
 
 DeepSeek sparse attention can share its indexer: a "shared" layer reuses the top-k positions of the
@@ -8,8 +9,17 @@ partition with one line naming the layer and a partition that works.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-def _index_topk_shared(config, layer: int) -> bool:
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+    from vllm.config import ModelConfig, ParallelConfig
+
+__all__ = ["RULES", "refuse_split_shared_state", "valid_partition"]
+
+
+def _index_topk_shared(config: PretrainedConfig, layer: int) -> bool:
     """DeepSeek V3.2 IndexCache (``index_topk_pattern``, else ``index_topk_freq`` after an offset)."""
     if not hasattr(config, "index_topk"):
         return False
@@ -21,7 +31,7 @@ def _index_topk_shared(config, layer: int) -> bool:
     return max(layer - offset + 1, 0) % freq != 0
 
 
-def _indexer_types_shared(config, layer: int) -> bool:
+def _indexer_types_shared(config: PretrainedConfig, layer: int) -> bool:
     """Per-layer ``indexer_types``: "shared" reuses the most recent "full" indexer."""
     types = getattr(config, "indexer_types", None) or ()
     return layer < len(types) and types[layer] == "shared"
@@ -30,7 +40,8 @@ def _indexer_types_shared(config, layer: int) -> bool:
 RULES = {"index_topk": _index_topk_shared, "indexer_types": _indexer_types_shared}
 
 
-def refuse_split_shared_state(model_config, parallel_config, families: dict[str, str]) -> None:
+def refuse_split_shared_state(model_config: ModelConfig, parallel_config: ParallelConfig,
+                              families: dict[str, str]) -> None:
     """Refuse a partition where a stage of this text-only model would start on a state-reusing layer.
 
     ``families`` maps a config ``model_type`` to the name of its rule in ``RULES``. NotImplementedError,
@@ -54,7 +65,7 @@ def refuse_split_shared_state(model_config, parallel_config, families: dict[str,
                              f"which reuses state ({rule}) from an earlier layer: {fix}")
 
 
-def valid_partition(num_layers: int, pp: int, shared) -> list[int] | None:
+def valid_partition(num_layers: int, pp: int, shared: Callable[[int], bool]) -> list[int] | None:
     """Layer counts per stage, as even as possible, whose stages all start on a layer not ``shared``."""
     starts = [layer for layer in range(1, num_layers) if not shared(layer)]
     bounds = [0]

@@ -1,10 +1,13 @@
+# SPDX-License-Identifier: Apache-2.0
 """The HPU runner on a pipeline stage.
 
 vllm-gaudi runs a step's forwards in ``HPUModelRunner.sample_tokens``. On a non-last stage that method
-returns right after preparing the step (``ran_non_last_stage``) and runs the same padded forwards, each of
-which sends its IntermediateTensors to the next stage instead of computing logits
-(``sent_to_next_stage``); the scheduler returns the sampled tokens to that stage. A non-first stage
-receives the previous stage's tensors before each forward (``stage_input``).
+returns right after preparing the step (``non_last_stage_output``): it runs the same padded forwards,
+each of which sends its IntermediateTensors to the next stage instead of computing logits
+(``sent_to_next_stage``), closes the step's KV-connector work as the full method does, and returns what
+upstream vLLM's non-last ranks return: an output carrying only the KV-connector results, which vLLM's
+``KVOutputAggregator`` needs from every worker. The scheduler returns the sampled tokens to that stage.
+A non-first stage receives the previous stage's tensors before each forward (``stage_input``).
 
 Composition: the early return sits after the KV-connector set-up, so the whole preparation of the step
 is the original code on every stage. Another spec that reorders the batch anchors its code before that
@@ -15,12 +18,19 @@ from __future__ import annotations
 
 import functools
 import sys
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 import torch
 
 from ._logging import get_logger
 from .transfer import StageTransfer
+
+__all__ = ["STAGES", "Stage", "non_last_stage_output", "sent_to_next_stage", "skip_on_non_last_stage", "stage",
+           "stage_input"]
 
 logger = get_logger(__name__)
 
@@ -42,6 +52,15 @@ USES = {
         "HPUModelRunner.dtype",
         "shallow_tuple(prefill_data)",
         "htorch",
+        "has_kv_transfer_group",
+        "get_kv_transfer_group",
+    ],
+    "vllm/v1/outputs.py": [
+        "ModelRunnerOutput.with_kv_conn_output_only(kv_connector_output)",
+        "KVConnectorOutput(finished_sending=None, finished_recving=None)",
+    ],
+    "vllm/distributed/kv_transfer/kv_connector/v1/base.py": [
+        "KVConnectorBase_V1.clear_connector_metadata()",
     ],
 }
 
@@ -54,27 +73,39 @@ class Stage:
     transfer: StageTransfer
 
 
-def stage(runner) -> Stage | None:
-    """None at pipeline size 1; otherwise the runner's stage, built from vLLM's groups on first use."""
+# Each runner's stage, built from vLLM's groups on first use (or registered by whoever built it).
+STAGES: weakref.WeakKeyDictionary[Any, Stage] = weakref.WeakKeyDictionary()
+
+
+def stage(runner: Any) -> Stage | None:
+    """None at pipeline size 1; otherwise the runner's stage."""
     if runner.parallel_config.pipeline_parallel_size == 1:
         return None
-    found = getattr(runner, "_pp_stage", None)
+    found = STAGES.get(runner)
     if found is None:
-        found = runner._pp_stage = _stage_from_vllm(torch.device(runner.device))
+        found = STAGES[runner] = _stage_from_vllm(runner)
     return found
 
 
-def _stage_from_vllm(device: torch.device) -> Stage:
+def _helpers(runner: Any) -> ModuleType:
+    """The runner's own module, whose imports (``htorch``, ``shallow_tuple``, the KV-transfer accessors)
+    the hooks use, so that they run with whatever the runner runs with."""
+    return sys.modules[type(runner).__module__]
+
+
+def _stage_from_vllm(runner: Any) -> Stage:
     from vllm.distributed.parallel_state import get_pp_group, get_tp_group
-    pp = get_pp_group()
-    # received tensors are copied to the device from a reused host buffer: wait before it is reused
+    pp, device = get_pp_group(), torch.device(runner.device)
+    # received tensors are copied to the device from a reused host buffer: wait before it is reused;
+    # HPU lazy mode breaks the graph before each collective, as vllm-gaudi's communicator does
     sync = None if device.type == "cpu" else getattr(torch, device.type).synchronize
-    transfer = StageTransfer(pp, get_tp_group(), device=device, wait_device=sync)
+    mark_step = _helpers(runner).htorch.core.mark_step if device.type == "hpu" else None
+    transfer = StageTransfer(pp, get_tp_group(), device=device, wait_device=sync, mark_step=mark_step)
     logger.info("pipeline stage %d of %d", pp.rank_in_group, pp.world_size)
     return Stage(pp.is_first_rank, pp.is_last_rank, transfer)
 
 
-def stage_input(runner, token_ids, warmup_mode) -> dict | None:
+def stage_input(runner: Any, token_ids: torch.Tensor, warmup_mode: bool) -> dict[str, torch.Tensor] | None:
     """The previous stage's tensors for this forward, as a plain dict (the HPU graph wrapper hashes its
     arguments and only sees plain tensors); zeros of the right shapes during warm-up, which must not wait
     on a peer that is warming up too; None on the first stage."""
@@ -88,7 +119,7 @@ def stage_input(runner, token_ids, warmup_mode) -> dict | None:
     return found.transfer.recv(token_ids.numel())
 
 
-def sent_to_next_stage(runner, output, token_ids, warmup_mode) -> bool:
+def sent_to_next_stage(runner: Any, output: Any, token_ids: torch.Tensor, warmup_mode: bool) -> bool:
     """On a non-last stage, send the forward's IntermediateTensors on (not during warm-up) and tell the
     caller to return before the logits, which a non-last stage cannot compute."""
     found = stage(runner)
@@ -100,7 +131,7 @@ def sent_to_next_stage(runner, output, token_ids, warmup_mode) -> bool:
     return True
 
 
-def _token_major(tensor, token_ids):
+def _token_major(tensor: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
     """``tensor`` with one leading dimension of tokens, as the wire wants it: the model's outputs are laid
     out like its input ids, ``[batch, seq, ...]`` or already flat."""
     if tensor.shape[:token_ids.dim()] == token_ids.shape:
@@ -108,23 +139,30 @@ def _token_major(tensor, token_ids):
     return tensor
 
 
-def ran_non_last_stage(runner, scheduler_output, pd_info, prefill_input_data, decode_input_data,
-                       warmup_mode) -> bool:
-    """On a non-last stage, run the prepared step's forwards and close the step; the caller returns."""
+def non_last_stage_output(runner: Any, scheduler_output: Any, pd_info: Any, prefill_input_data: tuple,
+                          decode_input_data: tuple, warmup_mode: bool) -> Any:
+    """On a non-last stage, run the prepared step's forwards, close the step as ``sample_tokens`` does and
+    return upstream's non-last-rank output (the caller returns it); None elsewhere (the caller goes on)."""
     found = stage(runner)
     if found is None or found.is_last:
-        return False
-    _run_forwards(runner, scheduler_output, pd_info, prefill_input_data, decode_input_data, warmup_mode)
+        return None
+    from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput
+    module = _helpers(runner)
+    _run_forwards(runner, module, scheduler_output, pd_info, prefill_input_data, decode_input_data, warmup_mode)
+    finished_sending, finished_recving = set[str](), set[str]()
     if not warmup_mode:
         runner.maybe_wait_for_kv_save()
-        runner.get_finished_kv_transfers(scheduler_output)
-    return True
+        finished_sending, finished_recving = runner.get_finished_kv_transfers(scheduler_output)
+    kv_connector_output = KVConnectorOutput(finished_sending=finished_sending, finished_recving=finished_recving)
+    if module.has_kv_transfer_group():
+        module.get_kv_transfer_group().clear_connector_metadata()
+    return ModelRunnerOutput.with_kv_conn_output_only(kv_connector_output)
 
 
-def _run_forwards(runner, scheduler_output, pd_info, prefill_input_data, decode_input_data, warmup_mode):
+def _run_forwards(runner: Any, module: ModuleType, scheduler_output: Any, pd_info: Any, prefill_input_data: tuple,
+                  decode_input_data: tuple, warmup_mode: bool) -> None:
     """The step's padded forwards in the order of ``sample_tokens``: prefill chunks, data-parallel dummy
     prefills, then the decode batch or else a data-parallel dummy decode."""
-    module = sys.modules[type(runner).__module__]  # the helpers the runner's own module uses
     mark_step = module.htorch.core.mark_step
     prefill_data, dummy_prefills = prefill_input_data
     decode_data, dummy_decode = decode_input_data
@@ -153,8 +191,9 @@ def _run_forwards(runner, scheduler_output, pd_info, prefill_input_data, decode_
                  dummy_decode.logits_indices, None, None, warmup_mode=warmup_mode)
 
 
-def _forward(runner, mark_step, token_ids, position_ids, attn_metadata, logits_indices, lora_logits_mask,
-             lora_mask, **kwargs):
+def _forward(runner: Any, mark_step: Callable[[], None], token_ids: torch.Tensor, position_ids: torch.Tensor,
+             attn_metadata: Any, logits_indices: torch.Tensor, lora_logits_mask: Any, lora_mask: Any,
+             **kwargs: Any) -> None:
     """One forward between graph breaks, as ``sample_tokens`` runs it; its outputs leave through
     ``sent_to_next_stage``."""
     mark_step()
@@ -163,11 +202,11 @@ def _forward(runner, mark_step, token_ids, position_ids, attn_metadata, logits_i
     mark_step()
 
 
-def skip_on_non_last_stage(fn):
+def skip_on_non_last_stage(fn: Callable[..., Any]) -> Callable[..., Any]:
     """For ``wrap``: a method that computes logits (``warmup_sampler``) does nothing on a non-last stage,
     whose model has no LM head."""
     @functools.wraps(fn)
-    def wrapper(runner, *args, **kwargs):
+    def wrapper(runner: Any, *args: Any, **kwargs: Any) -> Any:
         found = stage(runner)
         if found is not None and not found.is_last:
             logger.debug("%s skipped: not the last pipeline stage", fn.__name__)

@@ -1,7 +1,10 @@
+# SPDX-License-Identifier: Apache-2.0
 """Transfer counters, logged every ``VLLM_HPU_PP_STATS_EVERY`` messages by tensor-parallel rank 0."""
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+
+__all__ = ["TransferStats"]
 
 
 @dataclass

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stage-to-stage transfer of a forward's intermediate tensors over gloo (the host network).
 
 The HPU runner's calls::
@@ -20,12 +21,14 @@ no collective on the decode path. Measured (bench/transfer.py, PP2 x TP2, 768 Ki
 0.63 against 0.81 ms on loopback (whole faster in 5 of 6), 4.6 against 4.6 ms with each flow limited to
 1 Gbit/s; the price is TP-size times the bytes on the NIC, which per-flow limits do not charge.
 
-Buffers are reused (allocating 64 MiB per message costs as much as sending it): the receive buffer
-reserves ``VLLM_HPU_PP_MAX_MESSAGE_BYTES`` of address space once, so any message fits without a size
-handshake, and only the touched pages become memory. Tensors returned on CPU are views into it and stay
-valid until the second ``recv`` after; on another device they are fresh device tensors, and
-``wait_device`` (the caller's, e.g. a stream synchronize) runs before ``recv`` returns, since the host
-buffer is reused afterwards.
+Host buffers are reused (allocating 64 MiB per message costs as much as sending it): the receive
+buffer reserves ``VLLM_HPU_PP_MAX_MESSAGE_BYTES`` of address space once, so any message fits without a
+size handshake, and only the touched pages become memory. ``recv`` returns one fresh, contiguous tensor
+per key on ``device``, laid out like the zeros a warm-up passes (an HPU graph keyed on its inputs'
+layout must not tell them apart) and never a view of a buffer a later ``recv`` reuses. ``wait_device``
+(the caller's, e.g. a stream synchronize) runs before ``recv`` returns, since the host buffer is reused
+afterwards. ``mark_step`` (the graph break of HPU lazy mode) runs before every collective on the
+device, as vllm-gaudi's own communicator does before its collectives.
 """
 from __future__ import annotations
 
@@ -46,15 +49,17 @@ from .groups import GroupView, as_group
 from .stats import TransferStats
 from .wire import HEADER_BYTES, TAG, TRAILER_BYTES, Layout, decode, plan
 
+__all__ = ["SendHandle", "StageTransfer"]
+
 logger = get_logger(__name__)
 
-_DEPTH = 2  # messages in flight per direction; also how long a received CPU view stays valid
+_DEPTH = 2  # messages in flight per direction
 
 
 def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
     """Copy bytes; host to host with numpy: torch's ``copy_`` wakes its intra-op thread pool, which on a
     busy host cost 3.8 ms per 384 KiB here against well under a millisecond for the whole transfer."""
-    if src.is_cpu:
+    if src.is_cpu and dst.is_cpu:
         np.copyto(dst.numpy(), src.numpy())
     else:
         dst.copy_(src)
@@ -108,18 +113,21 @@ class StageTransfer:
 
     ``pp_group`` and ``tp_group`` are vLLM ``GroupCoordinator`` objects or torch process groups
     (``tp_group=None``: no tensor parallelism). ``device``: where ``recv`` returns tensors;
-    ``wait_device``: called before ``recv`` returns when that is not the CPU. ``timeout_s``,
+    ``wait_device``: called before ``recv`` returns when that is not the CPU; ``mark_step``: called
+    before each tensor-parallel all-gather (the runner passes it on HPU only). ``timeout_s``,
     ``split_bytes`` and ``stats_every`` override ``VLLM_HPU_PP_TIMEOUT_S``, ``VLLM_HPU_PP_SPLIT_BYTES``
     and ``VLLM_HPU_PP_STATS_EVERY``.
     """
 
     def __init__(self, pp_group, tp_group=None, *, device: torch.device | str = "cpu",
-                 wait_device: Callable[[], None] | None = None, timeout_s: float | None = None,
-                 split_bytes: int | None = None, stats_every: int | None = None):
+                 wait_device: Callable[[], None] | None = None, mark_step: Callable[[], None] | None = None,
+                 timeout_s: float | None = None, split_bytes: int | None = None,
+                 stats_every: int | None = None):
         self._pp = as_group(pp_group)
         self._tp: GroupView | None = as_group(tp_group) if tp_group is not None else None
         self._device = torch.device(device)
         self._wait_device = wait_device
+        self._mark_step = mark_step
         timeout = envs.VLLM_HPU_PP_TIMEOUT_S if timeout_s is None else timeout_s
         self._timeout = timedelta(seconds=timeout)
         self._split_bytes = envs.VLLM_HPU_PP_SPLIT_BYTES if split_bytes is None else split_bytes
@@ -195,15 +203,20 @@ class StageTransfer:
             payload = self._round_body(buf, HEADER_BYTES, seq, layout, 0)
         else:
             payload = self._recv_split(buf, seq, layout)
-        if self._device.type != "cpu":
-            payload = payload.to(self._device, non_blocking=True)
-        tensors = {s.key: payload[s.offset:s.offset + s.nbytes].view(s.dtype).view(s.shape) for s in layout.specs}
+        tensors = {spec.key: self._owned(payload[spec.offset:spec.offset + spec.nbytes], spec.dtype, spec.shape)
+                   for spec in layout.specs}
         if self._wait_device is not None:
             self._wait_device()
         self._recv_seq += 1
         self.stats.recv_s += time.perf_counter() - start_s
         self._count(layout)
         return tensors
+
+    def _owned(self, data: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
+        """A new contiguous tensor on the device holding ``data``'s bytes: its own storage, offset 0."""
+        out = torch.empty(shape, dtype=dtype, device=self._device)
+        _copy(out.view(-1).view(torch.uint8), data)
+        return out
 
     def _recv_split(self, buf: torch.Tensor, seq: int, layout: Layout) -> torch.Tensor:
         """Receive the rounds of a split payload, all-gathering each while the next is on the wire."""
@@ -266,6 +279,8 @@ class StageTransfer:
         group = self._tp.cpu_group
         if self._device.type != "cpu":
             part, group = part.to(self._device, non_blocking=True), self._tp.device_group
+        if self._mark_step is not None:
+            self._mark_step()
         return dist.all_gather_into_tensor(out, part, group=group, async_op=True)
 
     def _wait(self, work: dist.Work, what: str) -> None:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The stage-to-stage wire format: one message per forward and tensor-parallel part, no pickle.
 
 The payload is every tensor's bytes at a 64-byte aligned offset, in the sender's key order. A whole

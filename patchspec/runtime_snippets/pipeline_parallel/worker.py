@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Worker start-up at pipeline size > 1.
 
 vllm-gaudi checks the distributed world with an HCCL all-reduce over every rank, which fails between
@@ -7,11 +8,19 @@ check runs over gloo, and the HCCL check over the node-local tensor-parallel gro
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
 import torch
 import torch.distributed as dist
 
 from . import envs
 from ._logging import get_logger
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+
+__all__ = ["check_group_sum", "checked_world_without_hccl"]
 
 logger = get_logger(__name__)
 
@@ -23,14 +32,14 @@ USES = {
 }
 
 
-def checked_world_without_hccl(vllm_config, ensure_model_parallel_initialized, get_tp_group) -> bool:
+def checked_world_without_hccl(vllm_config: VllmConfig, ensure_model_parallel_initialized: Callable[[int, int], None],
+                               get_tp_group: Callable[[], Any]) -> bool:
     """In ``init_worker_distributed_environment`` before its HCCL world check: at pipeline size > 1 run
     the checks here, set up the model-parallel groups and tell the caller to return. The caller passes
     its module's own vLLM functions, so that this runs with whatever that module uses."""
     parallel_config = vllm_config.parallel_config
     if parallel_config.pipeline_parallel_size == 1:
         return False
-    refuse_async_scheduling(vllm_config)
     if envs.VLLM_HPU_PP_HCCL_WORLD_CHECK:
         return False
     expected = parallel_config.world_size * parallel_config.data_parallel_size
@@ -45,14 +54,7 @@ def checked_world_without_hccl(vllm_config, ensure_model_parallel_initialized, g
     return True
 
 
-def refuse_async_scheduling(vllm_config) -> None:
-    """Under async scheduling the scheduler sends non-last stages no sampled token ids to take."""
-    if vllm_config.scheduler_config.async_scheduling:
-        raise ValueError(f"pipeline_parallel_size={vllm_config.parallel_config.pipeline_parallel_size} on HPU "
-                         "needs --no-async-scheduling")
-
-
-def check_group_sum(group, device: torch.device, expected: int, what: str) -> None:
+def check_group_sum(group: dist.ProcessGroup, device: torch.device, expected: int, what: str) -> None:
     """All-reduce a one over ``group`` on ``device``; every rank must answer."""
     one = torch.ones(1, device=device)
     dist.all_reduce(one, group=group)

@@ -1,9 +1,12 @@
-"""Records which checkpoint tensors each pipeline stage reads, for the e2e tier's per-stage loading check.
+"""Records what each pipeline stage of an engine run does, for the e2e tier and bench/e2e.py.
 
 On PYTHONPATH of an engine run with PATCHSPEC_E2E_READS set to a directory: every tensor read through
 safetensors' ``safe_open`` appends "<pipeline rank> <tensor name>" to ``<dir>/<pid>.txt``. Reading is
 counted where it happens (``get_tensor`` / ``get_slice``), so a loader that drops a tensor after reading
-it still counts it.
+it still counts it. With PATCHSPEC_E2E_TIMING set to a directory: every worker step
+(``Worker.execute_model``: receiving from the previous stage, the forward, sending on) and every model
+forward (``GPUModelRunner._model_forward``, which the CPU runner inherits) appends
+"<pipeline rank> step|forward <start> <end>" (wall clock) to ``<dir>/<pid>.txt``.
 """
 import os
 
@@ -50,3 +53,61 @@ if _DIR:
         return _CountingHandle(_open(*args, **kwargs))
 
     safetensors.safe_open = safetensors.torch.safe_open = _counting_open
+
+
+_TIMING = os.environ.get("PATCHSPEC_E2E_TIMING")
+
+
+def _timed(method, kind: str):
+    """``method`` noting "<pipeline rank> <kind> <start> <end>" (wall clock) per call, for bench/e2e.py."""
+    import functools
+    import time
+
+    @functools.wraps(method)
+    def timed(*args, **kwargs):
+        start = time.time()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            end = time.time()
+            from vllm.distributed.parallel_state import get_pp_group
+            with open(os.path.join(_TIMING, f"{os.getpid()}.txt"), "a") as f:
+                f.write(f"{get_pp_group().rank_in_group} {kind} {start:.6f} {end:.6f}\n")
+    return timed
+
+
+def _patch_worker(module) -> None:
+    module.Worker.execute_model = _timed(module.Worker.execute_model, "step")
+
+
+def _patch_runner(module) -> None:
+    module.GPUModelRunner._model_forward = _timed(module.GPUModelRunner._model_forward, "forward")
+
+
+class _AfterImport:
+    """Runs a function on a module right after it is first imported (vLLM is imported after this file)."""
+
+    def __init__(self, patches):
+        self._patches = patches
+
+    def find_spec(self, fullname, path, target=None):
+        patch = self._patches.pop(fullname, None)
+        if patch is None:
+            return None
+        import importlib.util
+
+        spec = importlib.util.find_spec(fullname)
+        exec_module = spec.loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            patch(module)
+        spec.loader.exec_module = exec_and_patch
+        return spec
+
+
+if _TIMING:
+    import sys
+
+    sys.meta_path.insert(0, _AfterImport({"vllm.v1.worker.gpu_worker": _patch_worker,
+                                          "vllm.v1.worker.gpu_model_runner": _patch_runner}))

@@ -1,0 +1,52 @@
+"""Async scheduling at pipeline size 2 is settled when vLLM's real ``VllmConfig`` (0.26.0 and 0.30.0) is
+built, before ``__post_init__`` resolves an unset flag to on: unset becomes off with one log line, an
+explicit ``--async-scheduling`` is refused in one line naming the flag, and size 1 is left alone."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vllm_runs import RELEASES, result, start
+
+CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+          "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4,
+          "num_hidden_layers": 4, "vocab_size": 1000, "max_position_embeddings": 512,
+          "torch_dtype": "float32", "rms_norm_eps": 1e-6}
+# (pipeline size, --async-scheduling given as)
+CASES = [(2, None), (2, True), (2, False), (1, None), (1, True)]
+WHY = "pipeline_parallel_size=2: async scheduling off, the non-last stages take the sampled tokens from the scheduler"
+REFUSAL = ("NotImplementedError: --async-scheduling does not work with pipeline_parallel_size=2 here (the "
+           "non-last stages take the sampled tokens from the scheduler): drop it or pass --no-async-scheduling")
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def outcomes(request, vllm_roots, tmp_path_factory):
+    model = tmp_path_factory.mktemp("llama")
+    (model / "config.json").write_text(json.dumps(CONFIG))
+    cases = json.dumps([{"model": str(model), "pp": pp, "partition": None, "async": flag} for pp, flag in CASES])
+    procs = [start(root, "config_run.py", cases) for root in vllm_roots(request.param)]
+    return dict(zip(CASES, zip(*(result(p) for p in procs))))
+
+
+def test_stock_turns_async_scheduling_on_at_size_2_unless_told_not_to(outcomes):
+    stock = {case: got for case, (got, _) in outcomes.items()}
+    assert stock[(2, None)] == {"async": True, "log": []}
+    assert stock[(2, True)] == {"async": True, "log": []}
+
+
+def test_patched_turns_it_off_at_size_2_with_one_line_saying_why(outcomes):
+    _, patched = outcomes[(2, None)]
+    assert patched == {"async": False, "log": [WHY]}
+
+
+def test_patched_refuses_an_explicit_request_at_config_time(outcomes):
+    _, patched = outcomes[(2, True)]
+    assert patched == REFUSAL
+
+
+@pytest.mark.parametrize("case", [(2, False), (1, None), (1, True)])
+def test_patched_leaves_the_rest_as_stock_resolves_it(outcomes, case):
+    stock, patched = outcomes[case]
+    assert patched == stock
+    assert stock["async"] is (case != (2, False))
