@@ -1,9 +1,13 @@
 """The root being patched (a site-packages directory or a source tree): safe paths and what it holds."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
+import posixpath
 import re
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchspec.errors import PatchspecError
@@ -14,41 +18,77 @@ STATE_DIR = ".patchspec"
 @dataclass(frozen=True)
 class Root:
     path: Path
+    # rel -> bytes (None: absent) that reads see instead of the disk: the files as an interrupted run's
+    # journal says they were before it (read-only verbs answer from there; see ``txn.pending_view``).
+    overlay: dict | None = field(default=None, compare=False)
 
     @classmethod
-    def open(cls, path: str | Path) -> "Root":
+    def open(cls, path: "str | Path | Root") -> "Root":
+        if isinstance(path, Root):  # a view already opened (``txn.pending_view``)
+            return path
         root = Path(path)
         if not root.is_dir():
             raise PatchspecError(f"root is not a directory", file=str(path))
         return cls(root.resolve())
 
-    def resolve(self, rel: str) -> Path:
-        """The absolute path of ``rel``; refuses anything that leaves the root, symlinks included."""
-        if not rel or rel.startswith("/") or ".." in rel.split("/") or "\\" in rel:
+    def canonical(self, rel: str) -> str:
+        """The one relative path of the file ``rel`` names: ``./``, ``//`` and ``..`` inside the root are
+        normalised and in-root symlinks followed (a link stays a link; its target is the file). Refuses
+        what leaves the root, through ``..`` or through a link."""
+        norm = posixpath.normpath(rel) if rel else ""
+        if not rel or rel.startswith("/") or "\\" in rel or norm in (".", "..") or norm.startswith("../"):
             raise PatchspecError(f"path {rel!r} leaves the root", file=str(self.path))
-        full = self.path / rel
-        real = Path(os.path.realpath(full))
-        if real != self.path and self.path not in real.parents:
+        real = Path(os.path.realpath(self.path / norm))
+        if real == self.path or self.path not in real.parents:
             raise PatchspecError(f"path {rel!r} resolves outside the root (to {real})", file=str(self.path))
-        return full
+        return real.relative_to(self.path).as_posix()
+
+    def resolve(self, rel: str) -> Path:
+        """The absolute path of ``rel``'s canonical path; refuses anything that leaves the root."""
+        return self.path / self.canonical(rel)
 
     def read_text(self, rel: str) -> str | None:
-        path = self.resolve(rel)
+        data = self.read_bytes(rel)
         try:
-            return path.read_bytes().decode("utf-8")
-        except FileNotFoundError:
-            return None
+            return None if data is None else data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise PatchspecError(f"not UTF-8 text: {exc.reason}", file=str(path)) from None
+            raise PatchspecError(f"not UTF-8 text: {exc.reason}", file=str(self.path / rel)) from None
 
     def read_bytes(self, rel: str) -> bytes | None:
+        """The bytes of a regular file, ``None`` when absent; a directory, FIFO or device is refused
+        without opening it (a FIFO would block)."""
+        if self.overlay is not None and rel in self.overlay:
+            return self.overlay[rel]
+        path = self.resolve(rel)
         try:
-            return self.resolve(rel).read_bytes()
+            mode = path.lstat().st_mode
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise PatchspecError(f"cannot read: {os.strerror(exc.errno)}", file=str(path)) from None
+        if not stat.S_ISREG(mode):
+            raise PatchspecError("not a regular file (a directory, FIFO or device is never patched); "
+                                 "nothing was written", file=str(path))
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as exc:
+            raise PatchspecError(f"cannot read: {os.strerror(exc.errno)}", file=str(path)) from None
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read()
 
     def has_package(self, package: str) -> bool:
         return self.resolve(package).is_dir()
+
+    def dist_info(self, package: str) -> "DistInfo | None":
+        """The installed distribution that owns top-level ``package``, from its ``*.dist-info``."""
+        for dist in sorted(self.path.glob("*.dist-info")):
+            if package in _top_level_packages(dist):
+                try:
+                    record = (dist / "RECORD").read_bytes()
+                except OSError:
+                    record = None
+                return DistInfo(_metadata_version(dist / "METADATA"), record)
+        return None
 
     @property
     def state_dir(self) -> Path:
@@ -111,3 +151,24 @@ def _version_file(path: Path) -> str | None:
     except OSError:
         return None
     return match.group(1) if match else None
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """What pip recorded for a distribution: its version, and its RECORD (path -> sha256, in hex)."""
+
+    version: str | None
+    record: bytes | None
+
+    @property
+    def record_sha256(self) -> str | None:
+        return None if self.record is None else hashlib.sha256(self.record).hexdigest()
+
+    def hashes(self) -> dict[str, str]:
+        out = {}
+        for line in (self.record or b"").decode("utf-8", errors="replace").splitlines():
+            parts = line.rsplit(",", 2)
+            if len(parts) == 3 and parts[1].startswith("sha256="):
+                digest = base64.urlsafe_b64decode(parts[1][7:] + "=" * (-len(parts[1][7:]) % 4))
+                out[posixpath.normpath(parts[0])] = digest.hex()
+        return out
