@@ -229,7 +229,7 @@ def _write_output(out: Path, rel: str, text: str) -> None:
 
 def _notes(notes: list[str]) -> Outcome:
     """Recovery of an interrupted run, records dropped after an upgrade, warnings: before a verb's lines."""
-    kinds = {"recovered": "recovery", "dropped": "status", "warning": "note"}
+    kinds = {"recovered": "recovery", "dropped": "replaced", "warning": "note"}
     return Outcome(Exit.OK, [{"type": kinds.get(n.split(":", 1)[0], "note"), "detail": n} for n in notes],
                    list(notes))
 
@@ -354,7 +354,8 @@ def cmd_demo(args) -> Outcome:
 
 
 VERBS = {"compile": cmd_compile, "apply": cmd_apply, "unapply": cmd_unapply, "check": cmd_check,
-         "status": cmd_status, "recover": cmd_recover, "forget": cmd_forget, "diff": cmd_diff, "validate": cmd_validate, "drift": cmd_drift, "matrix": cmd_matrix,
+         "status": cmd_status, "recover": cmd_recover, "forget": cmd_forget, "diff": cmd_diff,
+         "validate": cmd_validate, "drift": cmd_drift, "matrix": cmd_matrix,
          "profile": cmd_profile, "demo": cmd_demo}
 
 

@@ -34,7 +34,7 @@ class Prepared:
 
 def prepare(spec_path: str, release: str, root_path: str | Root, only: set[str] | None = None,
             state: staterec.State | None = None) -> Prepared:
-    root = Root.open(root_path)
+    root = txn.pending_view(Root.open(root_path))  # as before an interrupted run, if one is pending
     base = load_spec(spec_path)
     directory = profiles.releases_dir(spec_path)
     if release == "auto":
@@ -288,7 +288,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
                                      file=str(root.path / rel))
         rec = staterec.SpecRecord(
             spec_path=str(Path(spec_path).resolve()), spec_sha256=spec.sha256,
-            spec_text=prepared.raw_spec.decode("utf-8"), release=prepared.release,
+            spec_text=_utf8(prepared.raw_spec, spec_path), release=prepared.release,
             profile_path=prepared.profile.path, profile_text=prepared.profile.text,
             files=sorted(files), snippets=sorted(runtime), packages=installed.packages(files), warnings=warnings)
         writes.update(state.add_spec(spec.name, rec, pristine, patched, runtime,
@@ -298,6 +298,17 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         writes[staterec.STATE_FILE] = state.dump()
         txn.commit(root, writes)
         return ApplyResult(True, sorted(files), skipped, notes + warnings)
+
+
+def _utf8(raw: bytes, where: str) -> str:
+    """The spec's text, kept in the record to rebuild it at unapply: it must be UTF-8 to come back."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        col = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise PatchspecError(f"spec is not UTF-8 text (byte {raw[exc.start]:#04x}); nothing was written",
+                             file=where, line=line, col=col) from None
 
 
 def _verify_file(root: Root, state: staterec.State, rel: str) -> None:

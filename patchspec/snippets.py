@@ -1,6 +1,7 @@
 """Snippet packages: checking that a spec calls them correctly, and the files installed into a root."""
 from __future__ import annotations
 
+import keyword
 from pathlib import Path
 
 import libcst as cst
@@ -35,7 +36,13 @@ def read_package(read, spec: Spec):
 
 
 def validate(spec: Spec) -> None:
-    """Every hook a transform names is exported by the snippet package and its arguments bind."""
+    """The alias is a Python name, every hook a transform names is exported by the snippet package and
+    its arguments bind."""
+    if not spec.alias.isidentifier() or keyword.iskeyword(spec.alias):
+        text = Path(spec.path).read_text(errors="replace").splitlines()
+        line = next((i for i, t in enumerate(text, 1) if "alias" in t), None)
+        raise PatchspecError(f"snippets alias {spec.alias!r} is not a Python name that code can import as",
+                             file=spec.path, line=line)
     exported = read_package(snippet_api.exports, spec)
     for target in spec.targets:
         for t in target.transforms:

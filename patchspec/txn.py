@@ -180,6 +180,9 @@ def _write_new(path: Path, data: bytes, like: os.stat_result | None, fault) -> N
             view = view[os.write(fd, view):]
         fault("fsync", path)
         os.fsync(fd)
+    except OSError as exc:
+        exc.filename = exc.filename or str(path)  # os.write and os.fsync name no file
+        raise
     finally:
         os.close(fd)
 
@@ -220,7 +223,7 @@ def _undo_now(root: Root, exc: BaseException) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
     if isinstance(exc, OSError):
         raise PatchspecError(f"cannot write: {os.strerror(exc.errno)}; every file was put back, nothing was "
-                             "written", file=str(exc.filename)) from None
+                             "written", file=str(exc.filename or root.path)) from None
 
 
 def _read_journal(root: Root) -> dict | None:

@@ -48,3 +48,13 @@ def toy(tmp_path):
     from tests.state.toy import toy_root, write_spec
 
     return toy_root(tmp_path / "toy-root"), write_spec(tmp_path / "toy-spec")
+
+
+def pytest_collection_modifyitems(config, items):
+    """``faults_exhaustive`` is opt-in: it runs only when ``-m`` names it."""
+    if "faults_exhaustive" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="opt-in: run with -m faults_exhaustive")
+    for item in items:
+        if "faults_exhaustive" in item.keywords:
+            item.add_marker(skip)

@@ -8,6 +8,7 @@ import hashlib
 import os
 import shutil
 import signal
+import stat
 from pathlib import Path
 
 from patchspec import txn
@@ -96,6 +97,8 @@ def tree(root: Path) -> dict[str, tuple]:
             out[rel] = ("link", os.readlink(path))
         elif path.is_dir():
             out[rel] = ("dir",)
+        elif not stat.S_ISREG(st.st_mode):
+            out[rel] = ("special", stat.S_IFMT(st.st_mode))
         else:
             out[rel] = (hashlib.sha256(path.read_bytes()).hexdigest(), oct(st.st_mode), st.st_uid, st.st_gid)
     return out
