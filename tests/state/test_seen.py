@@ -194,7 +194,7 @@ def test_seen_9_one_line_errors_and_no_hangs(toy, tmp_path, capsys, case):
         argv[1] = _spec_variant(spec, tmp_path, b"alias: _p", b"alias: None")
     elif case == "state-shape":
         ops.apply(spec, "auto", str(root))
-        (root / staterec.STATE_FILE).write_text('{"version": 1, "specs": [], "files": {}, "snippets": {}}')
+        (root / staterec.STATE_FILE).write_text('{"version": 1, "specs": {"toy": {}}, "files": {}, "snippets": {}}')
         argv = ["unapply", "toy", "--root", str(root)]
     elif case == "target-is-a-directory":
         (root / "pkg/b.py").unlink()

@@ -106,3 +106,13 @@ def test_vllm_0_26_to_0_30_over_a_patched_root(vllm_release, tmp_path, capsys):
     assert staterec.load(Root.open(root)).specs["demo"].release == "v0.30.0"
     ops.unapply("demo", str(root))
     assert tree(root) == tree(fresh)
+
+
+def test_a_file_changed_after_install_is_a_recorded_warning_not_a_refusal(toy, capsys):
+    root, spec = toy
+    (root / "pkg/a.py").write_text((root / "pkg/a.py").read_text() + "# local change\n")
+    assert main(["apply", spec, "--root", str(root)]) == 0
+    warning = "warning: pkg/a.py differs from what pkg 1.0 installed (its RECORD sha256)"
+    assert capsys.readouterr().out.startswith(warning)
+    assert staterec.load(Root.open(root)).specs["toy"].warnings[0].startswith(warning)
+    assert main(["status", "--root", str(root)]) == 0 and warning in capsys.readouterr().out
