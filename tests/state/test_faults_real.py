@@ -17,7 +17,7 @@ from patchspec import ops, state as staterec, txn
 from patchspec.errors import PatchspecError
 from patchspec.root import Root
 from tests.gaudi_shape import fixture_root
-from tests.state.toy import in_child, points, tree
+from tests.state.toy import points, tree
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = str(REPO / "specs" / "pipeline-parallel.yaml")
