@@ -114,7 +114,7 @@ def commit(root: Root, writes: dict[str, bytes | None]) -> None:
             fault("mkdir", base / rel)
             (base / rel).mkdir(exist_ok=True)
         (base / SAVED_DIR).mkdir(exist_ok=True)
-        touched = {base / SAVED_DIR}
+        touched = set()
         for op in ops:
             path = base / op.path
             old = path.lstat() if op.saved else None
@@ -123,8 +123,7 @@ def commit(root: Root, writes: dict[str, bytes | None]) -> None:
             if op.saved is not None:
                 _keep(path, base / op.saved, fault)
             touched.add(path.parent)
-        for directory in touched:
-            _fsync_dir(directory)
+        _fsync_dir(base / SAVED_DIR)  # the kept old files are on disk before any target is replaced
         for op in ops:
             if op.tmp is not None:
                 fault("rename", base / op.path)
