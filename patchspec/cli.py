@@ -86,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("unapply", "restore every file the spec patched, byte for byte")
     _spec_arg(p), _root_args(p, only=False), _lock_arg(p)
     p.add_argument("--force", action="store_true", help="restore even files edited since apply")
+    p = verb("status", "per applied spec: its release, and whether each file is as written, edited by hand "
+                       "or replaced by another version of its package, with what to do; writes nothing")
+    _root_args(p, only=False)
+    p = verb("recover", "roll back an apply or unapply that was interrupted (apply and unapply do it first)")
+    _root_args(p, only=False), _lock_arg(p)
+    p = verb("forget", "drop a spec's record without touching the files it patched (a root repaired by hand)")
+    _spec_arg(p), _root_args(p, only=False), _lock_arg(p)
     p = verb("check", "one line per transform: 0 applied, 1 would apply cleanly, 4 does not hold")
     _spec_arg(p), _release_arg(p), _root_args(p)
     p = verb("diff", "the change as a unified diff that patch -p1 and git apply accept")
@@ -180,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
 def _locate_specs(args) -> None:
     from patchspec.spec import locate
 
-    if args.verb == "unapply":  # takes an applied spec's name too
+    if args.verb in ("unapply", "forget"):  # take an applied spec's name too
         return
     if isinstance(getattr(args, "spec", None), str):
         args.spec = locate(args.spec)
@@ -214,8 +221,9 @@ def cmd_compile(args) -> Outcome:
 
     prepared = ops.prepare(args.spec, args.release, args.root, _only(args))
     texts = ops.compile_spec(prepared)
-    out = Outcome(Exit.OK, [_row(r) for r in prepared.plan.resolved] + _warnings(prepared.warnings),
-                  [ops.plan_line(r) for r in prepared.plan.resolved] + [f"warning: {w}" for w in prepared.warnings])
+    out = _notes([f"warning: {w}" for w in prepared.warnings])
+    out.results += [_row(r) for r in prepared.plan.resolved]
+    out.lines += [ops.plan_line(r) for r in prepared.plan.resolved]
     if args.output:
         for rel, text in texts.items():
             _write_output(Path(args.output), rel, text)
@@ -235,13 +243,16 @@ def _write_output(out: Path, rel: str, text: str) -> None:
         raise PatchspecError(f"cannot write the compiled file: {exc.strerror}", file=str(out / rel)) from None
 
 
-def _warnings(warnings: list[str]) -> list[dict]:
-    return [{"type": "warning", "detail": w} for w in warnings]
+def _notes(notes: list[str]) -> Outcome:
+    """Recovery of an interrupted run, records dropped after an upgrade, warnings: before a verb's lines."""
+    kinds = {"recovered": "recovery", "dropped": "replaced", "warning": "warning"}
+    return Outcome(Exit.OK, [{"type": kinds.get(n.split(":", 1)[0], "note"), "detail": n} for n in notes],
+                   list(notes))
 
 
 def cmd_apply(args) -> Outcome:
     result = ops.apply(args.spec, args.release, args.root, _only(args), args.lock_timeout)
-    out = Outcome(Exit.OK, _warnings(result.warnings), [f"warning: {w}" for w in result.warnings])
+    out = _notes(result.notes)
     for r in result.skipped:
         out.results.append({**_row(r), "status": "skipped"})
         out.lines.append(f"skipped: {r.target}#{r.index} {r.kind} ({r.detail})")
@@ -253,9 +264,28 @@ def cmd_apply(args) -> Outcome:
 
 
 def cmd_unapply(args) -> Outcome:
-    files = ops.unapply(args.spec, args.root, args.force, args.lock_timeout)
-    return Outcome(Exit.OK, [{"type": "file", "path": rel, "action": "restored"} for rel in files],
-                   [f"restored: {rel}" for rel in files])
+    result = ops.unapply(args.spec, args.root, args.force, args.lock_timeout)
+    return _files(_notes(result.notes), result.actions)
+
+
+def _files(out: Outcome, actions: list[tuple[str, str]]) -> Outcome:
+    for rel, action in actions:
+        out.results.append({"type": "file", "path": rel, "action": action})
+        out.lines.append(f"{action}: {rel}")
+    return out
+
+
+def cmd_recover(args) -> Outcome:
+    return _notes(ops.recover(args.root, args.lock_timeout))
+
+
+def cmd_forget(args) -> Outcome:
+    return _files(Outcome(Exit.OK), ops.forget(args.spec, args.root, args.lock_timeout))
+
+
+def cmd_status(args) -> Outcome:
+    result = ops.status(args.root)
+    return Outcome(result.code, result.results, result.lines)
 
 
 def cmd_check(args) -> Outcome:
@@ -366,7 +396,8 @@ def cmd_demo(args) -> Outcome:
 
 
 VERBS = {"compile": cmd_compile, "apply": cmd_apply, "unapply": cmd_unapply, "check": cmd_check,
-         "diff": cmd_diff, "validate": cmd_validate, "drift": cmd_drift, "matrix": cmd_matrix,
+         "status": cmd_status, "recover": cmd_recover, "forget": cmd_forget, "diff": cmd_diff,
+         "validate": cmd_validate, "drift": cmd_drift, "matrix": cmd_matrix,
          "profile": cmd_profile, "init": cmd_init, "demo": cmd_demo}
 
 

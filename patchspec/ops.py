@@ -33,21 +33,21 @@ class Prepared:
     warnings: list[str] = field(default_factory=list)  # said in the report and kept in the state record
 
 
-def prepare(spec_path: str, release: str, root_path: str, only: set[str] | None = None,
-            state: dict | None = None) -> Prepared:
-    root = Root.open(root_path)
+def prepare(spec_path: str, release: str, root_path: str | Root, only: set[str] | None = None,
+            state: staterec.State | None = None) -> Prepared:
+    root = txn.pending_view(Root.open(root_path))  # as before an interrupted run, if one is pending
     base = load_spec(spec_path)
     directory = profiles.releases_dir(spec_path)
     warnings: list[str] = []
     found = installed.scan(root.path)
     if release == "auto":
-        release = profiles.select_release(directory, found, base, root_path)
+        release = profiles.select_release(directory, found, base, str(root.path))
     profile = profiles.load_profile(directory, release)
     if not profile.matches(found):
         warnings.append(f"release {release} was forced with --release: its profile covers "
                         f"{', '.join(f'{n} {p.describe()}' for n, p in profile.packages.items())}, the root has "
                         f"{profiles.describe(found, profile.packages)}")
-    spec = profiles.for_release(base, profile)
+    spec = canonical_spec(profiles.for_release(base, profile), root)
     snippets.validate(spec)
     state = staterec.load(root) if state is None else state
     read = pristine_reader(root, state)
@@ -55,12 +55,17 @@ def prepare(spec_path: str, release: str, root_path: str, only: set[str] | None 
     return Prepared(spec, release, root, plan, profile, Path(spec_path).read_bytes(), read, warnings)
 
 
-def pristine_reader(root: Root, state: dict):
-    """Read a file as it was before any spec patched it, in the encoding it declares (BOM, cookie)."""
+def pristine_reader(root: Root, state: staterec.State):
+    """Read a file as it was before any spec patched it, in the encoding it declares (BOM, cookie): its
+    pristine copy while the file is as a spec wrote it, else the file itself (a reinstall or an upgrade
+    replaced it: the copy is stale)."""
     def read(rel: str) -> str | None:
-        path = staterec.pristine_path(rel) if rel in state["files"] else rel
+        record = state.files.get(rel)
+        path = rel
+        if record is not None and staterec.sha256(root.read_bytes(rel)) == record.patched_sha256:
+            path = staterec.pristine_path(rel)
         data = root.read_bytes(path)
-        if data is None and rel in state["files"]:
+        if data is None and path != rel:
             raise PatchspecError("pristine copy missing from the state record", file=str(root.path / path))
         try:
             return None if data is None else encoding.decode(data)
@@ -68,6 +73,20 @@ def pristine_reader(root: Root, state: dict):
             raise PatchspecError(f"cannot decode as {encoding.detect(data)}: {exc}",
                                  file=str(root.path / rel)) from None
     return read
+
+
+def canonical_spec(spec: Spec, root: Root) -> Spec:
+    """The spec with each target naming its file by the root's one canonical path, so that two spellings
+    of a path are one file to the plan and to the state record."""
+    targets = []
+    for t in spec.targets:
+        try:
+            rel = root.canonical(t.file)
+        except PatchspecError as exc:
+            raise PatchspecError(f"target {t.id}: {exc.message}", file=t.loc.file, line=t.loc.line,
+                                 col=t.loc.col) from None
+        targets.append(t if rel == t.file else dataclasses.replace(t, file=rel))
+    return spec.with_targets(tuple(targets))
 
 
 def raise_plan_errors(plan: planner.Plan) -> None:
@@ -105,19 +124,19 @@ def emit_checked(plan: planner.Plan, specs: list[Spec]) -> dict[str, str]:
     return texts
 
 
-def _applied_specs(state: dict, root: Root, exclude: str | None = None) -> dict[str, Spec]:
+def _applied_specs(state: staterec.State, root: Root, exclude: str | None = None) -> dict[str, Spec]:
     """The release-resolved specs already applied to the root, rebuilt from the texts the record keeps."""
     out = {}
-    for name, rec in state["specs"].items():
+    for name, rec in state.specs.items():
         if name == exclude:
             continue
-        spec = load_spec_bytes(rec["spec_text"].encode(), rec["spec_path"])
-        profile = profiles.load_profile_text(rec["profile_text"], rec["profile_path"])
-        out[name] = profiles.for_release(spec, profile)
+        spec = load_spec_bytes(rec.spec_text.encode(), rec.spec_path)
+        profile = profiles.load_profile_text(rec.profile_text, rec.profile_path)
+        out[name] = canonical_spec(profiles.for_release(spec, profile), root)
     return out
 
 
-def patched_texts(specs: list[Spec], files: set[str], root: Root, state: dict) -> dict[str, str]:
+def patched_texts(specs: list[Spec], files: set[str], root: Root, state: staterec.State) -> dict[str, str]:
     """The text of each file with every one of ``specs`` applied to its pristine text, in stacking order
     (``order``, then name), so that the text does not depend on the order the specs were applied in."""
     scoped = [s.with_targets(tuple(t for t in s.targets if t.file in files))
@@ -153,12 +172,92 @@ def raise_binding_problems(problems: list[str], spec: Spec) -> None:
         raise PatchspecError(f"binding: {problems[0]}{more}; nothing was written", file=spec.path)
 
 
+MARKER = b"# patchspec: "
+AS_WRITTEN, EDITED, REPLACED, REMOVED, MISSING = "as-written", "edited", "replaced", "removed", "missing"
+
+
 @dataclass
 class ApplyResult:
     changed: bool
     files: list[str]
     skipped: list[planner.Resolved] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)   # recovery, dropped stale records, RECORD warnings
+
+
+class PipRecords:
+    """What pip installed under the root, per top-level package, read once per verb: to tell a file an
+    upgrade or a reinstall replaced (its bytes are the ones the package's RECORD lists) from a hand edit."""
+
+    def __init__(self, root: Root) -> None:
+        self.root = root
+        self._dists: dict[str, object] = {}
+        self._hashes: dict[str, dict[str, str]] = {}
+
+    def dist(self, rel: str):
+        package = rel.split("/", 1)[0]
+        if package not in self._dists:
+            self._dists[package] = self.root.dist_info(package)
+        return self._dists[package]
+
+    def hash(self, rel: str) -> str | None:
+        dist = self.dist(rel)
+        if dist is None:
+            return None
+        package = rel.split("/", 1)[0]
+        if package not in self._hashes:
+            self._hashes[package] = dist.hashes()
+        return self._hashes[package].get(rel)
+
+    def packages(self, files) -> dict[str, staterec.PackageRecord]:
+        out = {}
+        for rel in files:
+            dist = self.dist(rel)
+            if dist is not None:
+                out[rel.split("/", 1)[0]] = staterec.PackageRecord(dist.version, dist.record_sha256)
+        return out
+
+    def file_status(self, state: staterec.State, rel: str) -> str:
+        data = self.root.read_bytes(rel)
+        want = state.files[rel].patched_sha256 if rel in state.files else state.snippets[rel].sha256
+        current = staterec.sha256(data)
+        if current == want:
+            return AS_WRITTEN
+        if rel in state.snippets:
+            return MISSING if data is None else EDITED
+        if data is None:
+            return REMOVED if self.dist(rel) is None else MISSING
+        return REPLACED if current == self.hash(rel) else EDITED
+
+    def where(self, rel: str) -> str:
+        dist = self.dist(rel)
+        return f"{rel.split('/', 1)[0]} {dist.version}" if dist else rel.split("/", 1)[0]
+
+
+def _drop_stale(root: Root, state: staterec.State, records: PipRecords, names: list[str],
+                writes: dict[str, bytes | None]) -> list[str]:
+    """Forget what a reinstall, an upgrade or an uninstall made stale in the records of ``names``: a file
+    replaced by the installed release's own bytes (or removed with its package) leaves the record, the file
+    stays as it is, and its stale pristine copy goes. A spec left with no file leaves the record too."""
+    notes = []
+    for name in names:
+        rec = state.specs.get(name)
+        if rec is None:
+            continue
+        for rel in list(rec.files):
+            status = records.file_status(state, rel)
+            if status in (REPLACED, REMOVED):
+                state.drop_file(rel)
+                writes[staterec.pristine_path(rel)] = None
+                how = f"replaced by {records.where(rel)}" if status == REPLACED else "removed with its package"
+                notes.append(f"dropped: {rel}: {how}; the record of {name} ({rec.release}) for it is gone, "
+                             "the file is left as it is")
+        if not rec.files:
+            _, _, unused = state.drop_spec(name)
+            for rel in unused:
+                writes[rel] = None
+                writes.update(_bytecode(root, rel))
+            notes.append(f"dropped: the record of {name} ({rec.release}): none of its files is as it wrote them")
+    return notes
 
 
 def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = None,
@@ -166,129 +265,197 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
     root = Root.open(root_path)
     txn.check_writable(root.path)
     with staterec.locked(root, lock_timeout):
+        notes = txn.recover(root)
         state = staterec.load(root)
+        records = PipRecords(root)
+        writes: dict[str, bytes | None] = {}
+        notes += _drop_stale(root, state, records, [load_spec(spec_path).name], writes)
         prepared = prepare(spec_path, release, root_path, only, state)
         spec = prepared.spec
         skipped = [r for r in prepared.plan.resolved if r.status == Status.SKIPPED]
-        if spec.name in state["specs"]:
-            rec = state["specs"][spec.name]
-            if rec["spec_sha256"] != spec.sha256 or rec["release"] != prepared.release:
+        if spec.name in state.specs:
+            rec = state.specs[spec.name]
+            if rec.spec_sha256 != spec.sha256 or rec.release != prepared.release:
                 raise PatchspecError(f"spec {spec.name} is applied from another version of the spec or "
-                                     f"release ({rec['release']}); unapply it first", file=spec_path)
+                                     f"release ({rec.release}); unapply it first", file=spec_path)
             _verify_unchanged(root, state, spec.name)
-            return ApplyResult(False, rec["files"], skipped, prepared.warnings)
+            return ApplyResult(False, rec.files, skipped, notes + [f"warning: {w}" for w in prepared.warnings])
         raise_plan_errors(prepared.plan)
         files = set(prepared.plan.files)
         if not files:
             raise PatchspecError(f"nothing to apply: every target of {spec.name} was skipped", file=spec_path)
-        for rel in files & set(state["files"]):
+        for rel in files & set(state.files):
             _verify_file(root, state, rel)
-        sharing = [s for n, s in _applied_specs(state, root).items() if _touches(state, n, files)]
+        pristine = {rel: root.read_bytes(rel) for rel in sorted(files - set(state.files))}
+        warnings = [f"warning: {w}" for w in prepared.warnings]
+        for rel, data in pristine.items():
+            if data is not None and MARKER in data:
+                raise PatchspecError("carries a patchspec marker but no state record lists it: it is not the "
+                                     "pristine file, and storing it as one would lose the original; restore "
+                                     "it (reinstall the package, e.g. pip install --force-reinstall --no-deps "
+                                     "NAME==VERSION), then apply; nothing was written", file=str(root.path / rel))
+            want = records.hash(rel)
+            if want is not None and want != staterec.sha256(data):
+                warnings.append(f"warning: {rel} differs from what {records.where(rel)} installed (its RECORD "
+                                "sha256): changed after install; kept as the pristine copy all the same")
+        sharing = [s for n, s in _applied_specs(state, root).items() if n in state.touching(files)]
         texts = compile_spec(prepared)  # the spec alone holds on this release, its bindings included
         if sharing:
             texts = patched_texts([*sharing, spec], files, root, state)
-        writes: dict[Path, bytes | None] = {}
-        for rel in sorted(files):
-            current = root.read_bytes(rel)
-            record = state["files"].setdefault(rel, {"pristine_sha256": staterec.sha256(current), "specs": []})
-            if not record["specs"]:
-                writes[root.resolve(staterec.pristine_path(rel))] = current
-            data = encoding.encode(texts[rel], current)
-            record["specs"].append(spec.name)
-            record["patched_sha256"] = staterec.sha256(data)
-            writes[root.resolve(rel)] = data
-        installed = snippets.install_files(spec)
-        for rel, data in installed.items():
-            entry = state["snippets"].setdefault(rel, {"sha256": staterec.sha256(data), "specs": []})
-            if entry["sha256"] != staterec.sha256(data):
+        patched = {rel: encoding.encode(texts[rel], root.read_bytes(rel)) for rel in sorted(files)}
+        runtime = snippets.install_files(spec)
+        for rel, data in runtime.items():
+            entry = state.snippets.get(rel)
+            if entry is not None and entry.sha256 != staterec.sha256(data):
                 raise PatchspecError(f"snippet file {rel} is installed with other contents by "
-                                     f"{', '.join(entry['specs'])}", file=str(root.path / rel))
-            entry["specs"].append(spec.name)
-            writes[root.resolve(rel)] = data
-        state["specs"][spec.name] = {
-            "spec_path": str(Path(spec_path).resolve()), "spec_sha256": spec.sha256,
-            "spec_text": prepared.raw_spec.decode("utf-8"), "release": prepared.release,
-            "profile_path": prepared.profile.path, "profile_text": prepared.profile.text,
-            "files": sorted(files), "snippets": sorted(installed), "warnings": prepared.warnings,
-        }
-        writes[root.path / staterec.STATE_FILE] = staterec.dump(state)
-        txn.commit(writes, root.path)
-        return ApplyResult(True, sorted(files), skipped, prepared.warnings)
+                                     f"{', '.join(entry.specs)}", file=str(root.path / rel))
+            if entry is None and rel not in writes and root.read_bytes(rel) is not None:
+                raise PatchspecError("a file patchspec did not write is in the way of a snippet file: apply "
+                                     "overwrites only its own files; move it away; nothing was written",
+                                     file=str(root.path / rel))
+        rec = staterec.SpecRecord(
+            spec_path=str(Path(spec_path).resolve()), spec_sha256=spec.sha256,
+            spec_text=_utf8(prepared.raw_spec, spec_path), release=prepared.release,
+            profile_path=prepared.profile.path, profile_text=prepared.profile.text,
+            files=sorted(files), snippets=sorted(runtime), packages=records.packages(files), warnings=warnings)
+        writes.update(state.add_spec(spec.name, rec, pristine, patched, runtime,
+                                     {rel: records.hash(rel) for rel in pristine}))
+        writes.update(patched)
+        writes.update(runtime)
+        writes[staterec.STATE_FILE] = state.dump()
+        txn.commit(root, writes)
+        return ApplyResult(True, sorted(files), skipped, notes + warnings)
 
 
-def _touches(state: dict, name: str, files: set[str]) -> bool:
-    return bool(set(state["specs"][name]["files"]) & files)
+def _utf8(raw: bytes, where: str) -> str:
+    """The spec's text, kept in the record to rebuild it at unapply: it must be UTF-8 to come back."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        col = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise PatchspecError(f"spec is not UTF-8 text (byte {raw[exc.start]:#04x}); nothing was written",
+                             file=where, line=line, col=col) from None
 
 
-def _verify_file(root: Root, state: dict, rel: str) -> None:
+def _verify_file(root: Root, state: staterec.State, rel: str) -> None:
     current = root.read_bytes(rel)
-    if current is None or staterec.sha256(current) != state["files"][rel]["patched_sha256"]:
+    if staterec.sha256(current) != state.files[rel].patched_sha256:
         raise PatchspecError("patched file was edited or removed since apply (use unapply --force to "
                              "restore it anyway); nothing was written", file=str(root.path / rel))
 
 
-def _verify_unchanged(root: Root, state: dict, name: str) -> None:
-    for rel in state["specs"][name]["files"]:
+def _verify_unchanged(root: Root, state: staterec.State, name: str) -> None:
+    for rel in state.specs[name].files:
         _verify_file(root, state, rel)
 
 
-def unapply(spec_name_or_path: str, root_path: str, force: bool = False, lock_timeout: float = 30.0) -> list[str]:
+@dataclass
+class UnapplyResult:
+    actions: list[tuple[str, str]]   # (path, what was done to it)
+    notes: list[str] = field(default_factory=list)
+
+
+def unapply(spec_name_or_path: str, root_path: str, force: bool = False,
+            lock_timeout: float = 30.0) -> UnapplyResult:
+    """Restore every file the spec patched, byte for byte. A file a reinstall or an upgrade replaced is
+    left as it is and its record dropped: bytes of one release are never written into another."""
     root = Root.open(root_path)
     txn.check_writable(root.path)
     with staterec.locked(root, lock_timeout):
+        notes = txn.recover(root)
         state = staterec.load(root)
         name = _spec_name(spec_name_or_path)
-        if name not in state["specs"]:
+        if name not in state.specs:
             raise PatchspecError(f"spec {name} is not applied to this root", file=str(root.path))
-        rec = state["specs"].pop(name)
+        records = PipRecords(root)
+        writes: dict[str, bytes | None] = {}
+        statuses = {rel: records.file_status(state, rel) for rel in state.specs[name].files}
         if not force:
-            for rel in rec["files"]:
-                _verify_file(root, state, rel)
-        others = _applied_specs(state, root)
-        writes: dict[Path, bytes | None] = {}
-        for rel in rec["files"]:
-            record = state["files"][rel]
-            record["specs"].remove(name)
-            pristine = root.read_bytes(staterec.pristine_path(rel))
-            if pristine is None or staterec.sha256(pristine) != record["pristine_sha256"]:
-                raise PatchspecError("pristine copy is missing or altered: the original cannot be restored; "
-                                     "nothing was written", file=str(root.path / staterec.pristine_path(rel)))
-            if not record["specs"]:
-                writes[root.resolve(rel)] = pristine
-                writes[root.resolve(staterec.pristine_path(rel))] = None
-                del state["files"][rel]
+            for rel, status in statuses.items():
+                if status in (EDITED, MISSING):
+                    _verify_file(root, state, rel)
+        actions = []
+        for rel, status in statuses.items():
+            if status in (REPLACED, REMOVED):
+                state.drop_file(rel)
+                writes[staterec.pristine_path(rel)] = None
+                how = f"replaced by {records.where(rel)}" if status == REPLACED else "removed with its package"
+                actions.append((rel, f"left as it is ({how}); record dropped"))
+        others = _applied_specs(state, root, exclude=name)
+        expected = {rel: state.files[rel].pristine_sha256 for rel in state.specs[name].files}
+        rec, released, unused = state.drop_spec(name)
+        for rel in rec.files:
+            if rel in released:
+                pristine = root.read_bytes(staterec.pristine_path(rel))
+                if staterec.sha256(pristine) != expected[rel]:
+                    raise PatchspecError("pristine copy is missing or altered: the original cannot be restored; "
+                                         "nothing was written", file=str(root.path / staterec.pristine_path(rel)))
+                writes[rel] = pristine
+                writes[staterec.pristine_path(rel)] = None
+                actions.append((rel, "restored"))
             else:
-                remaining = [others[n] for n in record["specs"]]
-                data = encoding.encode(patched_texts(remaining, {rel}, root, state)[rel], pristine)
-                record["patched_sha256"] = staterec.sha256(data)
-                writes[root.resolve(rel)] = data
-        for rel in rec["snippets"]:
-            entry = state["snippets"][rel]
-            entry["specs"].remove(name)
-            if not entry["specs"]:
-                del state["snippets"][rel]
-                writes[root.resolve(rel)] = None
-        writes[root.path / staterec.STATE_FILE] = staterec.dump(state)
-        _drop_bytecode(root, [p for p, d in writes.items() if d is None])
-        txn.commit(writes, root.path)
-        return rec["files"]
+                remaining = [others[n] for n in state.files[rel].specs]
+                data = encoding.encode(patched_texts(remaining, {rel}, root, state)[rel],
+                                       root.read_bytes(staterec.pristine_path(rel)))
+                state.files[rel].patched_sha256 = staterec.sha256(data)
+                writes[rel] = data
+                actions.append((rel, f"restored under {', '.join(state.files[rel].specs)}"))
+        for rel in unused:
+            writes[rel] = None
+            writes.update(_bytecode(root, rel))
+        writes[staterec.STATE_FILE] = state.dump()
+        txn.commit(root, writes)
+        return UnapplyResult(actions, notes)
 
 
-def _drop_bytecode(root: Root, deleted: list[Path]) -> None:
+def _bytecode(root: Root, rel: str) -> dict[str, None]:
     """Importing the installed snippets leaves ``__pycache__`` beside them; it goes with them."""
-    for path in deleted:
-        cache = path.parent / "__pycache__"
-        if cache.is_dir():
-            for pyc in cache.glob(path.stem + ".*.pyc"):
-                pyc.unlink()
-            if not any(cache.iterdir()):
-                cache.rmdir()
+    cache = root.path / rel
+    cache = cache.parent / "__pycache__"
+    stem = Path(rel).stem
+    return {f"{Path(rel).parent.as_posix()}/__pycache__/{pyc.name}": None
+            for pyc in sorted(cache.glob(stem + ".*.pyc"))} if cache.is_dir() else {}
 
 
 def _spec_name(spec_name_or_path: str) -> str:
     if spec_name_or_path.endswith((".yaml", ".yml")) or "/" in spec_name_or_path:
         return load_spec(spec_name_or_path).name
     return spec_name_or_path
+
+
+def recover(root_path: str, lock_timeout: float = 30.0) -> list[str]:
+    """Roll back an interrupted apply or unapply from its journal."""
+    root = Root.open(root_path)
+    with staterec.locked(root, lock_timeout):
+        return txn.recover(root) or ["nothing to recover"]
+
+
+def forget(spec_name_or_path: str, root_path: str, lock_timeout: float = 30.0) -> list[tuple[str, str]]:
+    """Drop a spec's record without touching the files it patched (for a root repaired by hand). Snippet
+    files no other spec needs go when they are as patchspec wrote them."""
+    root = Root.open(root_path)
+    txn.check_writable(root.path)
+    with staterec.locked(root, lock_timeout):
+        txn.recover(root)
+        state = staterec.load(root)
+        name = _spec_name(spec_name_or_path)
+        if name not in state.specs:
+            raise PatchspecError(f"spec {name} is not applied to this root", file=str(root.path))
+        snippet_sha = {rel: state.snippets[rel].sha256 for rel in state.specs[name].snippets}
+        rec, released, unused = state.drop_spec(name)
+        writes: dict[str, bytes | None] = {staterec.pristine_path(rel): None for rel in released}
+        actions = [(rel, "left as it is; record dropped") for rel in rec.files]
+        for rel in unused:
+            if staterec.sha256(root.read_bytes(rel)) == snippet_sha[rel]:
+                writes[rel] = None
+                writes.update(_bytecode(root, rel))
+                actions.append((rel, "removed (a snippet file patchspec wrote)"))
+            else:
+                actions.append((rel, "left as it is (not as patchspec wrote it)"))
+        writes[staterec.STATE_FILE] = state.dump()
+        txn.commit(root, writes)
+        return actions
 
 
 @dataclass
@@ -300,55 +467,103 @@ class CheckResult:
     problems: list[dict] = field(default_factory=list)   # {"type", "detail"[, "file"]}
 
 
-APPLIED, EDITED, WOULD_APPLY = "applied", "edited", "would-apply"
+APPLIED, WOULD_APPLY = "applied", "would-apply"
 
 
 def check(spec_path: str, release: str, root_path: str, only: set[str] | None = None) -> CheckResult:
-    root = Root.open(root_path)
+    """Writes nothing. With an interrupted run pending, answers for the root as it was before it; a record
+    that an upgrade made stale is answered as ``apply`` will see it (dropped)."""
+    root = txn.pending_view(Root.open(root_path))
+    pending = txn.pending_note(root)
+    notes = [{"type": "recovery", "detail": pending}] if pending else []
     state = staterec.load(root)
     spec = load_spec(spec_path)
-    rec = state["specs"].get(spec.name)
-    if rec is not None and rec["spec_sha256"] == spec.sha256 and release in ("auto", rec["release"]):
+    notes += [{"type": "replaced", "detail": n} for n in _drop_stale(root, state, PipRecords(root), [spec.name], {})]
+    rec = state.specs.get(spec.name)
+    if rec is not None and rec.spec_sha256 == spec.sha256 and release in ("auto", rec.release):
         # Fast path: the record says what was written; hashes say whether it is still there.
         resolved = _applied_specs(state, root)[spec.name]
-        edited = {rel for rel in rec["files"] + rec["snippets"] if not _matches_record(root, state, rel)}
+        edited = {rel for rel in rec.files + rec.snippets if not _matches_record(root, state, rel)}
         rows = [planner.Resolved(spec.name, t.id, x.index, x.kind, t.file, t.function,
-                                 EDITED if t.file in edited else APPLIED if t.file in rec["files"] else Status.SKIPPED)
+                                 EDITED if t.file in edited else APPLIED if t.file in rec.files else Status.SKIPPED)
                 for t in resolved.targets for x in t.transforms]
         problems = [{"type": "edited", "file": rel, "detail": f"edited: {rel} differs from what apply wrote"}
-                    for rel in sorted(edited - set(rec["files"]))]
-        return CheckResult(Exit.BROKEN if edited else Exit.OK, rows, problems)
+                    for rel in sorted(edited - set(rec.files))]
+        return CheckResult(Exit.BROKEN if edited else Exit.OK, rows, notes + problems)
     if rec is not None:
-        return CheckResult(Exit.BROKEN, [], [{"type": "record", "detail": f"{spec.name} is applied from another "
-                                              f"spec version or release ({rec['release']})"}])
-    prepared = prepare(spec_path, release, root_path, only, state)
+        return CheckResult(Exit.BROKEN, [], notes + [{"type": "record", "detail": f"{spec.name} is applied from "
+                                                      f"another spec version or release ({rec.release})"}])
+    prepared = prepare(spec_path, release, root, only, state)
     rows = [dataclasses.replace(r, status=WOULD_APPLY) if r.ok else r for r in prepared.plan.resolved]
     if prepared.plan.errors:
-        return CheckResult(Exit.BROKEN, rows)
+        return CheckResult(Exit.BROKEN, rows, notes)
     try:
         planner.emit(prepared.plan, [prepared.spec])
     except planner.ConflictError as exc:
-        return CheckResult(Exit.BROKEN, rows, [{"type": "conflict", "detail": str(exc)}])
+        return CheckResult(Exit.BROKEN, rows, notes + [{"type": "conflict", "detail": str(exc)}])
     problems = [{"type": "binding", "detail": f"binding: {p}"} for p in binding_problems(prepared)]
     marker = prepared.spec.marker
     problems += [{"type": "partial", "file": rel, "detail": f"partial: {rel} carries {marker!r} but the state "
                   "record does not list it"} for rel in prepared.plan.files
                  if marker in encoding.decode(root.read_bytes(rel) or b"")]
-    return CheckResult(Exit.BROKEN if problems else Exit.PENDING, rows, problems)
+    return CheckResult(Exit.BROKEN if problems else Exit.PENDING, rows, notes + problems)
+
+
+def _matches_record(root: Root, state: staterec.State, rel: str) -> bool:
+    want = state.files[rel].patched_sha256 if rel in state.files else state.snippets[rel].sha256
+    return staterec.sha256(root.read_bytes(rel)) == want
+
+
+@dataclass
+class StatusReport:
+    code: int
+    results: list[dict]
+    lines: list[str]
+
+
+def status(root_path: str) -> StatusReport:
+    """Writes nothing: per applied spec, the release it was applied to and, per file, whether it is as
+    written, edited by hand, or replaced by another version of its package, with what to do."""
+    root = txn.pending_view(Root.open(root_path))
+    pending = txn.pending_note(root)
+    state = staterec.load(root)
+    records = PipRecords(root)
+    results, lines, code = [], [], Exit.OK
+    if pending:
+        results.append({"type": "recovery", "detail": pending})
+        lines.append(pending)
+        code = Exit.PENDING
+    todo = {AS_WRITTEN: None,
+            EDITED: "`patchspec unapply {spec} --force` restores the original, `patchspec forget {spec}` keeps the file",
+            MISSING: "`patchspec unapply {spec} --force` restores the original",
+            REPLACED: "`patchspec apply {spec}` re-applies on the installed release",
+            REMOVED: "`patchspec forget {spec}` (or unapply) drops the record"}
+    for name, rec in sorted(state.specs.items()):
+        then = ", ".join(f"{p} {v.version}" for p, v in sorted(rec.packages.items())) or "unknown versions"
+        now = ", ".join(f"{p} {d.version if d else 'not installed'}" for p in sorted(rec.packages)
+                        for d in [records.dist(p)]) or "unknown versions"
+        results.append({"type": "status", "spec": name, "release": rec.release, "applied_to": then,
+                        "installed": now, "warnings": rec.warnings})
+        lines.append(f"{name}: applied for {rec.release} ({then}); installed now: {now}")
+        lines += [f"  {w}" for w in rec.warnings]
+        for rel in rec.files + rec.snippets:
+            state_of = records.file_status(state, rel)
+            hint = todo[state_of] and todo[state_of].format(spec=name) + f" --root {root.path}"
+            results.append({"type": "status", "spec": name, "path": rel, "status": state_of, "todo": hint})
+            lines.append(f"  {state_of}: {rel}" + (f" ({hint})" if hint else ""))
+            if state_of in (REPLACED, REMOVED):
+                code = max(code, Exit.PENDING)
+            elif state_of != AS_WRITTEN:
+                code = Exit.BROKEN
+    if not state.specs:
+        lines.append("nothing applied")
+    return StatusReport(code, results, lines)
 
 
 def check_line(r: planner.Resolved) -> str:
     where = f"{r.file}:{r.line}" if r.line else r.file
     detail = f" ({r.detail})" if r.detail and r.status not in (WOULD_APPLY, APPLIED, EDITED) else ""
     return f"{r.status}: {r.spec} {r.target}#{r.index} {r.kind} {r.function} in {where}{detail}"
-
-
-def _matches_record(root: Root, state: dict, rel: str) -> bool:
-    data = root.read_bytes(rel)
-    if data is None:
-        return False
-    want = state["files"][rel]["patched_sha256"] if rel in state["files"] else state["snippets"][rel]["sha256"]
-    return staterec.sha256(data) == want
 
 
 def plan_line(r: planner.Resolved) -> str:

@@ -1,10 +1,16 @@
 """The root being patched (a site-packages directory or a source tree): safe paths and what it holds."""
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
-from dataclasses import dataclass
+import posixpath
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from patchspec import installed
+from patchspec.compiler import encoding
 from patchspec.errors import PatchspecError
 
 STATE_DIR = ".patchspec"
@@ -13,43 +19,100 @@ STATE_DIR = ".patchspec"
 @dataclass(frozen=True)
 class Root:
     path: Path
+    # rel -> bytes (None: absent) that reads see instead of the disk: the files as an interrupted run's
+    # journal says they were before it (read-only verbs answer from there; see ``txn.pending_view``).
+    overlay: dict | None = field(default=None, compare=False)
 
     @classmethod
-    def open(cls, path: str | Path) -> "Root":
+    def open(cls, path: "str | Path | Root") -> "Root":
+        if isinstance(path, Root):  # a view already opened (``txn.pending_view``)
+            return path
         root = Path(path)
         if not root.is_dir():
             raise PatchspecError(f"root is not a directory", file=str(path))
         return cls(root.resolve())
 
-    def resolve(self, rel: str) -> Path:
-        """The absolute path of ``rel``; refuses anything that leaves the root, symlinks included."""
-        if not rel or rel.startswith("/") or ".." in rel.split("/") or "\\" in rel:
+    def canonical(self, rel: str) -> str:
+        """The one relative path of the file ``rel`` names: ``./``, ``//`` and ``..`` inside the root are
+        normalised and in-root symlinks followed (a link stays a link; its target is the file). Refuses
+        what leaves the root, through ``..`` or through a link."""
+        norm = posixpath.normpath(rel) if rel else ""
+        if not rel or rel.startswith("/") or "\\" in rel or norm in (".", "..") or norm.startswith("../"):
             raise PatchspecError(f"path {rel!r} leaves the root", file=str(self.path))
-        full = self.path / rel
-        real = Path(os.path.realpath(full))
-        if real != self.path and self.path not in real.parents:
+        real = Path(os.path.realpath(self.path / norm))
+        if real == self.path or self.path not in real.parents:
             raise PatchspecError(f"path {rel!r} resolves outside the root (to {real})", file=str(self.path))
-        return full
+        return real.relative_to(self.path).as_posix()
+
+    def resolve(self, rel: str) -> Path:
+        """The absolute path of ``rel``'s canonical path; refuses anything that leaves the root."""
+        return self.path / self.canonical(rel)
 
     def read_text(self, rel: str) -> str | None:
-        path = self.resolve(rel)
+        """The text of a file in the encoding it declares (a BOM, a coding cookie; else UTF-8)."""
+        data = self.read_bytes(rel)
         try:
-            return path.read_bytes().decode("utf-8")
-        except FileNotFoundError:
-            return None
-        except UnicodeDecodeError as exc:
-            raise PatchspecError(f"not UTF-8 text: {exc.reason}", file=str(path)) from None
+            return None if data is None else encoding.decode(data)
+        except (UnicodeDecodeError, LookupError) as exc:
+            raise PatchspecError(f"cannot decode as {encoding.detect(data)}: {exc}", file=str(self.path / rel)) from None
 
     def read_bytes(self, rel: str) -> bytes | None:
+        """The bytes of a regular file, ``None`` when absent; a directory, FIFO or device is refused
+        without opening it (a FIFO would block)."""
+        if self.overlay is not None and rel in self.overlay:
+            return self.overlay[rel]
+        path = self.resolve(rel)
         try:
-            return self.resolve(rel).read_bytes()
+            mode = path.lstat().st_mode
         except FileNotFoundError:
             return None
+        except OSError as exc:
+            raise PatchspecError(f"cannot read: {os.strerror(exc.errno)}", file=str(path)) from None
+        if not stat.S_ISREG(mode):
+            raise PatchspecError("not a regular file (a directory, FIFO or device is never patched); "
+                                 "nothing was written", file=str(path))
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as exc:
+            raise PatchspecError(f"cannot read: {os.strerror(exc.errno)}", file=str(path)) from None
+        with os.fdopen(fd, "rb") as handle:
+            return handle.read()
 
     def has_package(self, package: str) -> bool:
         """A package directory, or a one-module distribution's ``package.py``."""
         return self.resolve(package).is_dir() or self.resolve(package + ".py").is_file()
 
+    def dist_info(self, package: str) -> "DistInfo | None":
+        """The installed distribution that owns top-level ``package``, from its ``*.dist-info``."""
+        item = installed.scan(self.path).get(package)
+        if item is None or item.dist_info is None:
+            return None
+        try:
+            record = (item.dist_info / "RECORD").read_bytes()
+        except OSError:
+            record = None
+        return DistInfo(item.version, record)
+
     @property
     def state_dir(self) -> Path:
         return self.path / STATE_DIR
+
+@dataclass(frozen=True)
+class DistInfo:
+    """What pip recorded for a distribution: its version, and its RECORD (path -> sha256, in hex)."""
+
+    version: str | None
+    record: bytes | None
+
+    @property
+    def record_sha256(self) -> str | None:
+        return None if self.record is None else hashlib.sha256(self.record).hexdigest()
+
+    def hashes(self) -> dict[str, str]:
+        out = {}
+        for line in (self.record or b"").decode("utf-8", errors="replace").splitlines():
+            parts = line.rsplit(",", 2)
+            if len(parts) == 3 and parts[1].startswith("sha256="):
+                digest = base64.urlsafe_b64decode(parts[1][7:] + "=" * (-len(parts[1][7:]) % 4))
+                out[posixpath.normpath(parts[0])] = digest.hex()
+        return out

@@ -1,6 +1,7 @@
 """Snippet packages: checking that a spec calls them correctly, and the files installed into a root."""
 from __future__ import annotations
 
+import keyword
 from pathlib import Path
 
 import libcst as cst
@@ -40,8 +41,14 @@ def read_package(read, spec: Spec):
 
 
 def validate(spec: Spec) -> None:
-    """Every hook a transform names is exported by the snippet package, its arguments bind, and its
-    signature fits its use (a decorator takes the one function; a method's first parameter the instance)."""
+    """The alias is a Python name, every hook a transform names is exported by the snippet package, its
+    arguments bind, and its signature fits its use (a decorator takes the one function; a method's first
+    parameter the instance)."""
+    if not spec.alias.isidentifier() or keyword.iskeyword(spec.alias):
+        text = Path(spec.path).read_text(errors="replace").splitlines()
+        line = next((i for i, t in enumerate(text, 1) if "alias" in t), None)
+        raise PatchspecError(f"snippets alias {spec.alias!r} is not a Python name that code can import as",
+                             file=spec.path, line=line)
     exported = read_package(snippet_api.exports, spec)
     for target in spec.targets:
         for t in target.transforms:

@@ -1,18 +1,28 @@
 """The state record under a patched root: which specs are applied, and how to get every byte back.
 
-``.patchspec/state.json`` holds, per file, the sha256 of its pristine and of its patched bytes and the
-specs that patched it (in order); ``.patchspec/pristine/<path>`` holds the pristine bytes. Per spec it
-holds the spec's own sha256, the release, and the snippet files it installed.
+``.patchspec/state.json`` (shape: ``schema/state.schema.json``) holds, per file, the sha256 of its
+pristine and of its patched bytes, the specs that patched it, and the sha256 the package's
+``*.dist-info/RECORD`` gave for it at apply; ``.patchspec/pristine/<path>`` holds the pristine bytes. Per
+spec it holds the spec's and profile's text, the release, the snippet files it installed, and the version
+and RECORD hash of every package it patched (what tells an upgrade from a hand edit). ``State`` owns this
+bookkeeping; ``txn`` writes it with the files, in one journaled step.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import errno
 import fcntl
+import functools
 import hashlib
 import json
+import math
 import os
 import time
-from pathlib import Path
+from dataclasses import dataclass, field
+from importlib import resources
+
+import jsonschema
 
 from patchspec.errors import PatchspecError
 from patchspec.root import STATE_DIR, Root
@@ -23,52 +33,172 @@ LOCK_FILE = f"{STATE_DIR}/lock"
 VERSION = 1
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def empty() -> dict:
-    return {"version": VERSION, "specs": {}, "files": {}, "snippets": {}}
-
-
-def load(root: Root) -> dict:
-    path = root.path / STATE_FILE
-    if not path.exists():
-        return empty()
-    try:
-        state = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise PatchspecError(f"state record is unreadable: {exc}", file=str(path)) from None
-    if not isinstance(state, dict) or state.get("version") != VERSION or not {"specs", "files", "snippets"} <= set(state):
-        raise PatchspecError("state record is not one patchspec wrote (version or keys differ)", file=str(path))
-    return state
-
-
-def dump(state: dict) -> bytes | None:
-    """The bytes of the record, or ``None`` when nothing is applied any more (the record goes away)."""
-    if not state["specs"]:
-        return None
-    return (json.dumps(state, indent=1, sort_keys=True) + "\n").encode()
+def sha256(data: bytes | None) -> str | None:
+    return None if data is None else hashlib.sha256(data).hexdigest()
 
 
 def pristine_path(rel: str) -> str:
     return f"{PRISTINE_DIR}/{rel}"
 
 
+@dataclass
+class FileRecord:
+    pristine_sha256: str
+    patched_sha256: str
+    specs: list[str]
+    installed_sha256: str | None = None   # the package RECORD's sha256 of the file when it was applied
+
+
+@dataclass
+class SnippetRecord:
+    sha256: str
+    specs: list[str]
+
+
+@dataclass
+class PackageRecord:
+    version: str | None
+    record_sha256: str | None      # sha256 of the whole dist-info RECORD file
+
+
+@dataclass
+class SpecRecord:
+    spec_path: str
+    spec_sha256: str
+    spec_text: str
+    release: str
+    profile_path: str
+    profile_text: str
+    files: list[str]
+    snippets: list[str]
+    packages: dict[str, PackageRecord] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+@functools.cache
+def _schema() -> dict:
+    return json.loads(resources.files("patchspec").joinpath("schema/state.schema.json").read_text())
+
+
+@dataclass
+class State:
+    specs: dict[str, SpecRecord] = field(default_factory=dict)
+    files: dict[str, FileRecord] = field(default_factory=dict)
+    snippets: dict[str, SnippetRecord] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data, where: str) -> "State":
+        try:
+            jsonschema.validate(data, _schema())
+        except jsonschema.ValidationError as exc:
+            path = "/".join(str(p) for p in exc.absolute_path) or "top level"
+            raise PatchspecError(f"state record is not one patchspec wrote ({path}: {exc.message}); "
+                                 "nothing was written", file=where) from None
+        specs = {name: SpecRecord(**{**rec, "packages": {p: PackageRecord(**v)
+                                                          for p, v in rec.get("packages", {}).items()}})
+                 for name, rec in data["specs"].items()}
+        return cls(specs, {rel: FileRecord(**rec) for rel, rec in data["files"].items()},
+                   {rel: SnippetRecord(**rec) for rel, rec in data["snippets"].items()})
+
+    def dump(self) -> bytes | None:
+        """The bytes of the record, or ``None`` when nothing is applied any more (the record goes away)."""
+        if not self.specs:
+            return None
+        data = {"version": VERSION, **{k: {n: dataclasses.asdict(v) for n, v in getattr(self, k).items()}
+                                       for k in ("specs", "files", "snippets")}}
+        return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+
+    def touching(self, files: set[str], exclude: str | None = None) -> list[str]:
+        """The applied specs (by name) that patched any of ``files``."""
+        return [n for n, rec in sorted(self.specs.items()) if n != exclude and set(rec.files) & files]
+
+    def add_spec(self, name: str, rec: SpecRecord, pristine: dict[str, bytes | None],
+                 patched: dict[str, bytes], installed: dict[str, bytes],
+                 record_hashes: dict[str, str | None]) -> dict[str, bytes | None]:
+        """Record ``name`` as patching ``patched`` (rel -> new bytes) from ``pristine`` (the bytes of files
+        no spec patched before) and installing ``installed``; returns the state-directory writes."""
+        writes: dict[str, bytes | None] = {}
+        for rel, data in patched.items():
+            if rel not in self.files:
+                self.files[rel] = FileRecord(sha256(pristine[rel]), "", [], record_hashes.get(rel))
+                writes[pristine_path(rel)] = pristine[rel]
+            self.files[rel].specs.append(name)
+            self.files[rel].patched_sha256 = sha256(data)
+        for rel, data in installed.items():
+            self.snippets.setdefault(rel, SnippetRecord(sha256(data), [])).specs.append(name)
+        self.specs[name] = rec
+        return writes
+
+    def drop_spec(self, name: str) -> tuple[SpecRecord, list[str], list[str]]:
+        """Forget ``name``: returns its record, the files no spec patches any more (their pristine copies
+        are to go) and the snippet files no spec needs any more."""
+        rec = self.specs.pop(name)
+        released = []
+        for rel in rec.files:
+            record = self.files.get(rel)
+            if record is None:
+                continue
+            if name in record.specs:
+                record.specs.remove(name)
+            if not record.specs:
+                del self.files[rel]
+                released.append(rel)
+        unused = []
+        for rel in rec.snippets:
+            entry = self.snippets.get(rel)
+            if entry is None:
+                continue
+            if name in entry.specs:
+                entry.specs.remove(name)
+            if not entry.specs:
+                del self.snippets[rel]
+                unused.append(rel)
+        return rec, released, unused
+
+    def drop_file(self, rel: str) -> list[str]:
+        """Forget one file (an upgrade replaced it): no spec lists it any more; returns those specs."""
+        record = self.files.pop(rel)
+        for name in record.specs:
+            self.specs[name].files.remove(rel)
+        return record.specs
+
+
+def load(root: Root) -> State:
+    """The record, as the root holds it (or, for read-only verbs with an interrupted run pending, as it
+    was before that run: ``root`` then reads through the journal)."""
+    where = str(root.path / STATE_FILE)
+    raw = root.read_bytes(STATE_FILE)
+    if raw is None:
+        return State()
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except ValueError as exc:
+        raise PatchspecError(f"state record is unreadable: {exc}; nothing was written", file=where) from None
+    return State.from_json(data, where)
+
+
 @contextlib.contextmanager
 def locked(root: Root, timeout: float):
     """One writer per root at a time; another waits up to ``timeout`` seconds, then fails clearly."""
+    if not math.isfinite(timeout) or timeout < 0:
+        raise PatchspecError(f"lock timeout {timeout!r} is not a finite number of seconds >= 0")
     lock_path = root.path / LOCK_FILE
     deadline = time.monotonic() + timeout
     while True:
-        lock_path.parent.mkdir(exist_ok=True)
-        handle = open(lock_path, "a+")
+        try:
+            lock_path.parent.mkdir(exist_ok=True)
+            handle = open(lock_path, "a+")
+        except OSError as exc:
+            raise PatchspecError(f"cannot create the lock file: {os.strerror(exc.errno)}; nothing was written",
+                                 file=str(lock_path)) from None
         try:
             while True:
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
-                except BlockingIOError:
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise PatchspecError(f"cannot lock: {os.strerror(exc.errno)}", file=str(lock_path)) from None
                     if time.monotonic() >= deadline:
                         raise PatchspecError(f"another patchspec holds the lock for {timeout:g}s; "
                                              "nothing was written", file=str(lock_path)) from None
@@ -89,10 +219,10 @@ def locked(root: Root, timeout: float):
         _release(root, lock_path, handle)
 
 
-def _release(root: Root, lock_path: Path, handle) -> None:
-    """Leave no trace: with nothing applied, the lock and the state directory go too."""
+def _release(root: Root, lock_path, handle) -> None:
+    """Leave no trace: with nothing applied and nothing to recover, the lock and the state directory go."""
     try:
-        if not (root.path / STATE_FILE).exists():
+        if not any((root.path / STATE_DIR / name).exists() for name in ("state.json", "journal.json")):
             lock_path.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 lock_path.parent.rmdir()

@@ -1,14 +1,37 @@
-"""All-or-none writes under a root: temporary files, renames, and a way back if any step fails."""
+"""The only code that writes under a root: journaled, all-or-none replacement of files.
+
+``commit`` first writes ``.patchspec/journal.json`` (fsynced): every path it will replace or delete, the
+temporary file that will replace it, where the old file is kept, and every directory it creates. Then it
+writes each new file in full to a temporary file beside its target (``O_EXCL|O_NOFOLLOW``, the owner and
+mode of the file it replaces, fsynced), keeps the old file as a hard link under ``.patchspec/txn/``, and
+only then replaces each target with one ``rename`` (there is no moment a target is missing). Unlinking the
+journal is the commit point. A run that stops before it, killed or failing, is rolled back from the
+journal: by ``commit`` itself when it can, else by ``recover``, which every writing verb calls first
+under the lock. Read-only verbs see the root through ``pending_view``: as it was before the run.
+
+``PATCHSPEC_FAULT=N:ACTION`` (tests only) stops the N-th write point (``mkdir``, ``create``, ``write``,
+``fsync``, ``link``, ``rename``, ``unlink``, ``journal``, ``commit``) with SIGKILL (``kill``), SIGINT
+(``int``), ENOSPC (``enospc``) or EPERM (``eperm``); ``PATCHSPEC_FAULT_TRACE=FILE`` lists the points.
+"""
 from __future__ import annotations
 
+import contextlib
+import errno
+import json
 import os
+import shutil
+import signal
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 
-from patchspec.errors import PatchspecError
+from patchspec.errors import Exit, PatchspecError
+from patchspec.root import STATE_DIR, Root
 
+JOURNAL = f"{STATE_DIR}/journal.json"
+SAVED_DIR = f"{STATE_DIR}/txn"
 TMP_SUFFIX = ".patchspec-tmp"
-BACKUP_SUFFIX = ".patchspec-bak"
+FAULT_ENV, TRACE_ENV = "PATCHSPEC_FAULT", "PATCHSPEC_FAULT_TRACE"
 
 
 def check_writable(directory: Path) -> None:
@@ -21,69 +44,281 @@ def check_writable(directory: Path) -> None:
         raise PatchspecError("directory is read-only: nothing was written", file=str(probe))
 
 
-def commit(writes: dict[Path, bytes | None], root: Path) -> None:
-    """Write every file (``None`` deletes it) or none: all temporaries first, then the renames; a failure
-    at any point puts back every file already replaced."""
-    for path in writes:
-        check_writable(path.parent)
-    staged: list[tuple[Path, Path | None]] = []
+class _Faults:
+    """The test hook: numbers every write point of one ``commit`` and stops the chosen one."""
+
+    def __init__(self) -> None:
+        spec = os.environ.get(FAULT_ENV, "")
+        number, _, self.action = spec.partition(":")
+        self.target = int(number) if number.isdigit() else None
+        self.trace = os.environ.get(TRACE_ENV)
+        self.count = 0
+
+    def __call__(self, kind: str, path: Path) -> None:
+        if self.target is None and not self.trace:
+            return
+        self.count += 1
+        if self.trace:
+            with open(self.trace, "a") as handle:
+                handle.write(f"{self.count} {kind} {path}\n")
+        if self.count != self.target:
+            return
+        if self.action in ("kill", "int"):
+            os.kill(os.getpid(), signal.SIGKILL if self.action == "kill" else signal.SIGINT)
+        else:
+            code = errno.ENOSPC if self.action == "enospc" else errno.EPERM
+            raise OSError(code, os.strerror(code), str(path))
+
+
+@dataclass
+class _Op:
+    path: str             # root-relative
+    tmp: str | None       # the temporary file that replaces it; None: the path is deleted
+    saved: str | None     # where the old file is kept (a hard link); None: the path did not exist
+    new_sha256: str | None
+
+
+def commit(root: Root, writes: dict[str, bytes | None]) -> None:
+    """Write every file (``None`` deletes it) or none. ``writes`` maps canonical root-relative paths to
+    bytes; a failure or an interrupt at any point puts back every byte and removes what it created."""
+    from patchspec.state import sha256
+
+    fault = _Faults()
+    base = root.path
+    writes = {root.canonical(rel): data for rel, data in writes.items()}
+    ops, dirs = [], []
+    for index, (rel, data) in enumerate(writes.items()):
+        path = base / rel
+        exists = _regular(path)
+        if data is None and not exists:
+            continue
+        if data is not None:
+            parent = path.parent
+            missing = []
+            while not parent.exists():
+                missing.append(parent.relative_to(base).as_posix())
+                parent = parent.parent
+            dirs += [d for d in reversed(missing) if d not in dirs]
+            check_writable(parent)
+        ops.append(_Op(rel, f"{rel}{TMP_SUFFIX}" if data is not None else None,
+                       f"{SAVED_DIR}/{index}" if exists else None, sha256(data)))
+    journal = base / JOURNAL
+    for path in [journal.with_name(journal.name + TMP_SUFFIX)] + [base / op.tmp for op in ops if op.tmp]:
+        if os.path.lexists(path):
+            raise PatchspecError("a file is in the way of patchspec's temporary file (patchspec never writes "
+                                 "through it); remove it; nothing was written", file=str(path))
     try:
-        for path, data in writes.items():
-            if data is None:
-                staged.append((path, None))
-                continue
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(path.name + TMP_SUFFIX)
-            with open(tmp, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            if path.exists():
-                os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
-            staged.append((path, tmp))
-    except OSError as exc:
-        _discard(staged)
-        raise PatchspecError(f"cannot write: {exc.strerror}: nothing was written",
-                             file=str(exc.filename or path)) from None
-    done: list[tuple[Path, Path | None]] = []
+        (base / STATE_DIR).mkdir(exist_ok=True)
+        _write_journal(journal, ops, dirs, fault)
+        for rel in dirs:
+            fault("mkdir", base / rel)
+            (base / rel).mkdir(exist_ok=True)
+        (base / SAVED_DIR).mkdir(exist_ok=True)
+        touched = set()
+        for op in ops:
+            path = base / op.path
+            old = path.lstat() if op.saved else None
+            if op.tmp is not None:
+                _write_new(base / op.tmp, writes[op.path], old, fault)
+            if op.saved is not None:
+                _keep(path, base / op.saved, fault)
+            touched.add(path.parent)
+        _fsync_dir(base / SAVED_DIR)  # the kept old files are on disk before any target is replaced
+        for op in ops:
+            if op.tmp is not None:
+                fault("rename", base / op.path)
+                os.rename(base / op.tmp, base / op.path)
+            else:
+                fault("unlink", base / op.path)
+                os.unlink(base / op.path)
+        for directory in touched:
+            _fsync_dir(directory)
+        fault("commit", journal)
+        journal.unlink()
+        _fsync_dir(journal.parent)
+    except BaseException as exc:
+        _undo_now(root, exc)
+        raise
+    _clean_up(root, ops)
+
+
+def _regular(path: Path) -> bool:
     try:
-        for path, tmp in staged:
-            backup = path.with_name(path.name + BACKUP_SUFFIX)
-            had = path.exists()
-            if had:
-                os.replace(path, backup)
-            done.append((path, backup if had else None))
-            if tmp is not None:
-                os.replace(tmp, path)
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(mode):
+        raise PatchspecError("not a regular file: patchspec replaces only regular files; nothing was written",
+                             file=str(path))
+    return True
+
+
+def _write_journal(journal: Path, ops: list[_Op], dirs: list[str], fault) -> None:
+    data = json.dumps({"ops": [op.__dict__ for op in ops], "dirs": dirs}, indent=1).encode()
+    tmp = journal.with_name(journal.name + TMP_SUFFIX)
+    _write_new(tmp, data, None, fault)
+    fault("journal", journal)
+    os.rename(tmp, journal)
+    _fsync_dir(journal.parent)
+
+
+def _write_new(path: Path, data: bytes, like: os.stat_result | None, fault) -> None:
+    """A new file, never through a link and never over an existing file, with the owner and mode of the
+    file it will replace, its bytes on disk before it is renamed anywhere."""
+    fault("create", path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        if like is not None:
+            os.fchmod(fd, stat.S_IMODE(like.st_mode))
+            if (like.st_uid, like.st_gid) != (os.getuid(), os.getgid()):
+                with contextlib.suppress(PermissionError):
+                    os.fchown(fd, like.st_uid, like.st_gid)
+        view = memoryview(data)
+        while view:
+            fault("write", path)
+            view = view[os.write(fd, view):]
+        fault("fsync", path)
+        os.fsync(fd)
     except OSError as exc:
-        _roll_back(done)
-        _discard(staged)
-        raise PatchspecError(f"cannot replace: {exc.strerror}: every file was put back",
-                             file=str(exc.filename or path)) from None
-    for _, backup in done:
-        if backup is not None:
-            backup.unlink()
-    _prune_empty_dirs((path for path, data in writes.items() if data is None), root)
+        exc.filename = exc.filename or str(path)  # os.write and os.fsync name no file
+        raise
+    finally:
+        os.close(fd)
 
 
-def _discard(staged) -> None:
-    for _, tmp in staged:
-        if tmp is not None and tmp.exists():
-            tmp.unlink()
+def _keep(path: Path, saved: Path, fault) -> None:
+    """The old file stays reachable under the state directory until the run commits: a hard link, or on
+    another file system a full copy renamed into place once written."""
+    fault("link", saved)
+    try:
+        os.link(path, saved, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        part = saved.with_name(saved.name + TMP_SUFFIX)
+        _write_new(part, path.read_bytes(), path.lstat(), fault)
+        os.rename(part, saved)
 
 
-def _roll_back(done) -> None:
-    for path, backup in reversed(done):
-        if backup is not None:
-            os.replace(backup, path)
-        elif path.exists():
-            path.unlink()
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
-def _prune_empty_dirs(deleted, root: Path) -> None:
-    """Remove directories that deleting files left empty, never the root or above it."""
-    for path in deleted:
-        parent = path.parent
-        while parent != root and root in parent.parents and parent.exists() and not any(parent.iterdir()):
+def _undo_now(root: Root, exc: BaseException) -> None:
+    """Roll back in the failing process, with SIGINT held off so a second Ctrl-C cannot cut it short;
+    an ``OSError`` becomes the one-line error of the file that failed."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        _roll_back(root)
+    except OSError as again:
+        raise PatchspecError(f"interrupted, and rolling back failed too ({os.strerror(again.errno)}); "
+                             f"`patchspec recover --root {root.path}` finishes it", file=again.filename,
+                             exit_code=Exit.INTERNAL) from None
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    if isinstance(exc, OSError):
+        raise PatchspecError(f"cannot write: {os.strerror(exc.errno)}; every file was put back, nothing was "
+                             "written", file=str(exc.filename or root.path)) from None
+
+
+def _read_journal(root: Root) -> dict | None:
+    path = root.path / JOURNAL
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise PatchspecError(f"the journal of an interrupted run is unreadable ({exc})", file=str(path)) from None
+    if not isinstance(data, dict) or not isinstance(data.get("ops"), list):
+        raise PatchspecError("the journal is not one patchspec wrote", file=str(path))
+    return data
+
+
+def _roll_back(root: Root) -> list[str]:
+    """Put back, from the journal, every file the interrupted run touched; idempotent, so a recovery that
+    is itself interrupted is finished by the next one. Returns the paths put back."""
+    from patchspec.state import sha256
+
+    base = root.path
+    data = _read_journal(root)
+    put_back = []
+    if data is not None:
+        for raw in reversed(data["ops"]):
+            op = _Op(**raw)
+            path = base / op.path
+            if op.saved is not None and (base / op.saved).exists():
+                os.rename(base / op.saved, path)
+                with contextlib.suppress(FileNotFoundError):  # it was still the same file: rename kept both
+                    os.unlink(base / op.saved)
+                put_back.append(op.path)
+            elif op.saved is None and path.exists() and sha256(path.read_bytes()) == op.new_sha256:
+                path.unlink()
+                put_back.append(op.path)
+            if op.tmp is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(base / op.tmp)
+        for rel in reversed(data["dirs"]):
+            with contextlib.suppress(OSError):
+                (base / rel).rmdir()
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(base / JOURNAL)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(base / f"{JOURNAL}{TMP_SUFFIX}")
+    shutil.rmtree(base / SAVED_DIR, ignore_errors=True)
+    return put_back
+
+
+def recover(root: Root) -> list[str]:
+    """Under the lock: roll back a run that was interrupted. Returns one line saying what it did, or
+    nothing when there was nothing to do."""
+    if not (root.path / JOURNAL).exists():
+        _roll_back(root)  # at most a half-written journal, or kept files of a run that committed
+        return []
+    try:
+        put_back = _roll_back(root)
+    except OSError as exc:
+        raise PatchspecError(f"cannot roll back the interrupted run: {os.strerror(exc.errno)}",
+                             file=str(exc.filename)) from None
+    return [f"recovered: rolled back an interrupted run ({len(put_back)} file(s) put back: "
+            f"{', '.join(put_back) or 'none had been replaced yet'})"]
+
+
+def pending_view(root: Root) -> Root:
+    """``root`` as read-only verbs must see it: with an interrupted run pending, every file it touched
+    reads as it was before (what ``recover`` will put back); else ``root`` itself."""
+    data = _read_journal(root)
+    if data is None:
+        return root
+    overlay = {}
+    for raw in data["ops"]:
+        op = _Op(**raw)
+        if op.saved is not None and (root.path / op.saved).exists():
+            overlay[op.path] = (root.path / op.saved).read_bytes()
+        elif op.saved is None:
+            overlay[op.path] = None
+    return Root(root.path, overlay)
+
+
+def pending_note(root: Root) -> str | None:
+    """The line read-only verbs print while an interrupted run waits for ``recover``."""
+    if not (root.path / JOURNAL).exists():
+        return None
+    return (f"pending: an interrupted run left a journal; answers are for the root as it was before it; "
+            f"`patchspec recover --root {root.path}` (or the next apply/unapply) rolls it back")
+
+
+def _clean_up(root: Root, ops: list[_Op]) -> None:
+    """After the commit: drop the kept old files, and directories that deleting files left empty (never
+    the root or above it)."""
+    shutil.rmtree(root.path / SAVED_DIR, ignore_errors=True)
+    for op in ops:
+        if op.tmp is not None:
+            continue
+        parent = (root.path / op.path).parent
+        while parent != root.path and root.path in parent.parents and parent.exists() and not any(parent.iterdir()):
             parent.rmdir()
             parent = parent.parent

@@ -40,3 +40,21 @@ def copy_root(tmp_path):
             shutil.copytree(root, dest, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".complete"))
         return dest
     return make
+
+
+@pytest.fixture
+def toy(tmp_path):
+    """``(root, spec)``: the toy package 1.0 installed as pip lays it out, and the two-file toy spec."""
+    from tests.state.toy import toy_root, write_spec
+
+    return toy_root(tmp_path / "toy-root"), write_spec(tmp_path / "toy-spec")
+
+
+def pytest_collection_modifyitems(config, items):
+    """``faults_exhaustive`` is opt-in: it runs only when ``-m`` names it."""
+    if "faults_exhaustive" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="opt-in: run with -m faults_exhaustive")
+    for item in items:
+        if "faults_exhaustive" in item.keywords:
+            item.add_marker(skip)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import ops, state as staterec
+from patchspec import ops, state as staterec, txn
 from patchspec.cli import main
 from patchspec.errors import PatchspecError
 from patchspec.root import Root
@@ -85,23 +85,19 @@ def test_unapply_refuses_edited_file_unless_forced(release_root, capsys):
     assert tree(root) == before
 
 
-def test_failure_on_second_file_leaves_first_untouched(release_root, monkeypatch):
+def test_failure_on_second_file_leaves_first_untouched(release_root, monkeypatch, tmp_path):
+    """A full disk at the rename of the second file, after the first is in place: every file put back."""
     root, release = release_root
     before = tree(root)
-    real_replace = os.replace
-    calls = []
-
-    def failing_replace(src, dst):
-        calls.append(Path(dst).name)
-        if Path(dst).name == "scheduler.py":  # the second patched file: after sequence.py is in place
-            raise OSError(28, "No space left on device", str(dst))
-        return real_replace(src, dst)
-
-    monkeypatch.setattr(os, "replace", failing_replace)
+    monkeypatch.setenv(txn.TRACE_ENV, str(tmp_path / "trace"))
+    ops.apply(DEMO, release, str(root))
+    ops.unapply(DEMO, str(root))
+    monkeypatch.delenv(txn.TRACE_ENV)
+    renames = [line.split()[0] for line in (tmp_path / "trace").read_text().splitlines()
+               if line.split()[1] == "rename" and line.endswith(("sequence.py", "scheduler.py"))]
+    monkeypatch.setenv(txn.FAULT_ENV, f"{renames[-1]}:enospc")  # apply's points come first in the trace
     with pytest.raises(PatchspecError, match="every file was put back"):
         ops.apply(DEMO, release, str(root))
-    monkeypatch.undo()
-    assert calls.index("sequence.py") < calls.index("scheduler.py")  # the first file had been replaced
     assert tree(root) == before
 
 

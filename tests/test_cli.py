@@ -52,8 +52,16 @@ def test_every_verb_prints_the_envelope(capsys, root, tmp_path):
     assert doc["results"][-1]["type"] == "drift-summary"
     code, doc = run_json(capsys, "matrix", DEMO, "--root", str(root), "--no-cache")
     assert code == 1 and doc["results"][0]["type"] == "matrix-column"
+    code, doc = run_json(capsys, "status", "--root", str(root))
+    assert code == 0 and {r.get("status") for r in doc["results"] if "path" in r} == {"as-written"}
+    code, doc = run_json(capsys, "recover", "--root", str(root))
+    assert code == 0 and doc["results"] == [{"type": "note", "detail": "nothing to recover"}]
     code, doc = run_json(capsys, "unapply", DEMO, "--root", str(root))
     assert code == 0 and [r["action"] for r in doc["results"]] == ["restored", "restored"]
+    assert run_json(capsys, "apply", DEMO, *release)[0] == 0
+    code, doc = run_json(capsys, "forget", "demo", "--root", str(root))
+    assert code == 0 and {r["action"] for r in doc["results"] if r["path"].startswith("vllm/")} == \
+        {"left as it is; record dropped"}
     code, doc = run_json(capsys, "apply", DEMO, "--release", "v0.99.0", "--root", str(root))
     assert code == 2 and doc["results"] == [] and doc["error"]["locations"][0]["file"].endswith("releases")
 
