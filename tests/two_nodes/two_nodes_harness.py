@@ -178,9 +178,10 @@ def run_deployment(python: Path, request: dict, logs: Path, extra_env: dict | No
                     continue
                 steps += 1
                 if steps == kill_after_steps:
-                    out["node1_rx_bytes"] = rx_bytes(NODES[1])
                     kill_node(NODES[1].netns)
                     out["killed_at"] = time.monotonic()
+                    # read after the kill: everything node 1 logged receiving has crossed its veth by then
+                    out["node1_rx_bytes"] = rx_bytes(NODES[1])
         try:
             out["node0_exit"] = node0.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
