@@ -50,7 +50,7 @@ def watch(tmp_path: Path, index: Path) -> tuple[int, str, str]:
     summary.unlink(missing_ok=True)
     env = {**os.environ, "PATCHSPEC_CACHE": str(tmp_path / "cache"), "PIP_NO_INDEX": "1",
            "PIP_FIND_LINKS": str(index), "GITHUB_STEP_SUMMARY": str(summary), "PATCHSPEC_PYTHON": sys.executable,
-           "PATCHSPEC_WATCH_SINCE": "0.30.0", "PYTHONPATH": str(REPO)}
+           "PATCHSPEC_WATCH_SINCE": "0.26.0", "PYTHONPATH": str(REPO)}
     done = subprocess.run(["bash", str(REPO / "scripts" / "drift-watch.sh"), "pipeline-parallel:vllm"],
                           capture_output=True, text=True, env=env, cwd=tmp_path)
     return done.returncode, summary.read_text(), done.stderr
@@ -60,27 +60,27 @@ def watch(tmp_path: Path, index: Path) -> tuple[int, str, str]:
 def index(tmp_path, vllm_release):
     index = tmp_path / "index"
     index.mkdir()
+    small_wheel(index, "0.26.0", "0.26.0")
     small_wheel(index, "0.30.0", "0.30.0")
-    small_wheel(index, "0.33.0", "0.33.0")
     return index
 
 
 def test_the_watch_passes_while_the_newest_release_takes_the_specs(tmp_path, index):
     code, summary, err = watch(tmp_path, index)
     assert code == 0, err + summary
-    assert "## pipeline-parallel on the newest vllm (drift exit 1)" in summary
-    assert "changed: scheduler-running-cap#0 loop_guard Scheduler.schedule at vllm/v1/core/sched/scheduler.py" in summary
-    assert "| vllm-0.30.0 (v0.30.0) | vllm-0.33.0 (v0.30.0) |" in summary
+    assert "## pipeline-parallel on the newest vllm (drift exit 0)" in summary
+    assert "unchanged: scheduler-running-cap#0 loop_guard Scheduler.schedule at vllm/v1/core/sched/scheduler.py" in summary
+    assert "| vllm-0.26.0 (v0.26.0) | vllm-0.30.0 (v0.30.0) |" in summary
 
 
 def test_the_watch_fails_when_a_new_release_breaks_an_anchor(tmp_path, index):
     def drop_anchor(rel: str, text: str) -> str:
         return text.replace(ANCHOR, "while token_budget > 0 and req_index < len(self.running):") \
             if rel.endswith("sched/scheduler.py") else text
-    small_wheel(index, "0.34.0", "0.33.0", drop_anchor)
+    small_wheel(index, "0.34.0", "0.30.0", drop_anchor)
     code, summary, err = watch(tmp_path, index)
     assert code == 1, err + summary
     assert "pipeline-parallel: the newest vllm breaks the spec" in err
     assert "## pipeline-parallel on the newest vllm (drift exit 4)" in summary
     assert "anchor-missing: scheduler-running-cap#0 loop_guard Scheduler.schedule" in summary
-    assert "| vllm-0.30.0 (v0.30.0) | vllm-0.33.0 (v0.30.0) | vllm-0.34.0 (v0.30.0) |" in summary
+    assert "| vllm-0.26.0 (v0.26.0) | vllm-0.30.0 (v0.30.0) | vllm-0.34.0 (v0.30.0) |" in summary

@@ -16,14 +16,25 @@ import pytest
 from patchspec import ops, state as staterec, txn
 from patchspec.errors import PatchspecError
 from patchspec.root import Root
+from patchspec.compiler.snippet_api import declared_uses
+from patchspec.snippets import package_dir
+from patchspec.spec import load_spec
 from tests.gaudi_shape import fixture_root
 from tests.state.toy import points, tree
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = str(REPO / "specs" / "pipeline-parallel.yaml")
 RELEASE = "v0.30.0"
-VLLM_FILES = ["vllm/config/model.py", "vllm/model_executor/model_loader/ep_weight_filter.py", "vllm/sequence.py",
-              "vllm/v1/core/sched/scheduler.py"]
+
+
+def _vllm_files() -> list[str]:
+    """The vLLM files the spec patches and those its snippets' USES name (the binding check reads them)."""
+    spec = load_spec(SPEC)
+    named = {t.file for t in spec.targets} | set(declared_uses(package_dir(spec)))
+    return sorted(rel for rel in named if rel.startswith("vllm/"))
+
+
+VLLM_FILES = _vllm_files()
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,6 @@ SPEC = f"""spec: 1
 name: toy
 summary: Two files of a toy package.
 snippets: {{package: demo_snips, alias: _p, path: {SNIPS}}}
-releases: [r1, r2]
 targets:
   - id: a
     file: pkg/a.py
