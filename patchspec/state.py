@@ -133,27 +133,7 @@ class State:
         """Forget ``name``: returns its record, the files no spec patches any more (their pristine copies
         are to go) and the snippet files no spec needs any more."""
         rec = self.specs.pop(name)
-        released = []
-        for rel in rec.files:
-            record = self.files.get(rel)
-            if record is None:
-                continue
-            if name in record.specs:
-                record.specs.remove(name)
-            if not record.specs:
-                del self.files[rel]
-                released.append(rel)
-        unused = []
-        for rel in rec.snippets:
-            entry = self.snippets.get(rel)
-            if entry is None:
-                continue
-            if name in entry.specs:
-                entry.specs.remove(name)
-            if not entry.specs:
-                del self.snippets[rel]
-                unused.append(rel)
-        return rec, released, unused
+        return rec, _unlist(self.files, rec.files, name), _unlist(self.snippets, rec.snippets, name)
 
     def drop_file(self, rel: str) -> list[str]:
         """Forget one file (an upgrade replaced it): no spec lists it any more; returns those specs."""
@@ -228,3 +208,19 @@ def _release(root: Root, lock_path, handle) -> None:
                 lock_path.parent.rmdir()
     finally:
         handle.close()
+
+
+def _unlist(table: dict, rels: list[str], name: str) -> list[str]:
+    """Take spec ``name`` off the entries of ``table`` at ``rels``; those no spec lists any more go, and
+    their paths are returned."""
+    gone = []
+    for rel in rels:
+        entry = table.get(rel)
+        if entry is None:
+            continue
+        if name in entry.specs:
+            entry.specs.remove(name)
+        if not entry.specs:
+            del table[rel]
+            gone.append(rel)
+    return gone
