@@ -8,7 +8,9 @@ CACHE=${PATCHSPEC_CACHE:-$HOME/.cache/patchspec}
 VENV=${PATCHSPEC_VENV:-$CACHE/venv}
 PYTHON=${PYTHON:-python3}
 STAMP=$VENV/.patchspec-setup
-WANT=$( { cat pyproject.toml; cat scripts/vllm-test-requirements.txt 2>/dev/null || true; } | sha256sum | cut -c1-16)
+# The checkout's path is part of the stamp: the editable install must point at this checkout, not at
+# another clone that set the venv up before.
+WANT=$( { pwd; cat pyproject.toml; cat scripts/vllm-test-requirements.txt 2>/dev/null || true; } | sha256sum | cut -c1-16)
 
 if [[ -f $STAMP && $(cat "$STAMP") == "$WANT" ]]; then
     echo "$VENV/bin/python"
