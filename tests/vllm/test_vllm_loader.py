@@ -4,21 +4,11 @@ bit for bit, and no stage reads the MTP-style layer past the decoder (no specula
 nothing changes."""
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from vllm_checkpoint import write
+from vllm_checkpoint import LAYERS, PARTITION, SHARED, layer_of, write
 from vllm_runs import RELEASES, result, start_stages
 
-LAYERS = 6
-PARTITION = (4, 2)  # not the default 3,3: the variable must be honoured
-SHARED = {"model.embed_tokens.weight", "model.norm.weight"}
-
-
-def layer_of(name: str) -> int | None:
-    found = re.match(r"model\.layers\.(\d+)\.", name)
-    return int(found.group(1)) if found else None
 
 
 @pytest.fixture(scope="module")

@@ -7,22 +7,12 @@ before (``loader_run.py``), so read-ahead counts too (8 MiB on this project's di
 and bounds that leave it room."""
 from __future__ import annotations
 
-import re
-
 import pytest
 
-from vllm_checkpoint import write
+from vllm_checkpoint import LAYERS, PARTITION, SHARED, layer_of, write
 from vllm_runs import RELEASES, result, start_stages
 
-LAYERS = 6
-PARTITION = (4, 2)
-SHARED = {"model.embed_tokens.weight", "model.norm.weight"}
 ITERATORS = ["pt", "npcache"]
-
-
-def layer_of(name: str) -> int | None:
-    found = re.match(r"model\.layers\.(\d+)\.", name)
-    return int(found.group(1)) if found else None
 
 
 @pytest.fixture(scope="module")

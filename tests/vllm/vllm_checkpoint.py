@@ -8,10 +8,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
+
+# The loader tests' checkpoint: six decoder layers split 4,2 (not the default 3,3: the partition variable
+# must be honoured), and the tensors every stage loads whatever its layers.
+LAYERS = 6
+PARTITION = (4, 2)
+SHARED = {"model.embed_tokens.weight", "model.norm.weight"}
+
+
+def layer_of(name: str) -> int | None:
+    """The decoder layer a checkpoint tensor belongs to, or None for a shared tensor."""
+    found = re.match(r"model\.layers\.(\d+)\.", name)
+    return int(found.group(1)) if found else None
+
 
 LAYER_SHAPES = {
     "input_layernorm.weight": ("h",),
