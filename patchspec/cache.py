@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import tomllib
 import zipfile
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from patchspec.errors import PatchspecError
 
@@ -82,11 +84,15 @@ def pypi_root(requirement: str) -> Path:
 
 
 def git_tag_root(git_dir: Path, tag: str, prefix: str) -> Path:
-    """The files under ``prefix`` at ``tag`` of a git directory (a vllm-gaudi checkout), unpacked once."""
-    root = cache_dir() / "releases" / f"{Path(git_dir).resolve().name}-{prefix}-{tag}".replace("/", "_")
+    """The files under ``prefix`` at ``tag`` (a tag, branch or commit) of a git directory, unpacked once,
+    with the ``*.dist-info`` a build of that ref would install (see ``build_dist_info``), so the root says
+    which version it is and ``--release auto`` can pair it. Keyed by the commit the ref names."""
+    commit = _git(git_dir, "rev-parse", "--verify", "--quiet", f"{tag}^{{commit}}")
+    name = f"{Path(git_dir).resolve().name}-{prefix}-{tag}-{commit[:12]}".replace("/", "_")
+    root = cache_dir() / "releases" / name
     if (root / ".complete").exists():
         return root
-    done = subprocess.run(["git", "-C", str(git_dir), "archive", "--format=tar", tag, prefix],
+    done = subprocess.run(["git", "-C", str(git_dir), "archive", "--format=tar", commit, prefix],
                           capture_output=True)
     if done.returncode != 0:
         raise PatchspecError(f"{git_dir}: git archive {tag} failed: {done.stderr.decode().strip()}")
@@ -94,9 +100,65 @@ def git_tag_root(git_dir: Path, tag: str, prefix: str) -> Path:
     def extract(dest: Path) -> None:
         with tarfile.open(fileobj=io.BytesIO(done.stdout)) as tar:
             tar.extractall(dest, filter="data")
+        build_dist_info(git_dir, commit, prefix.split("/", 1)[0], dest)
 
     _unpack_atomically(root, extract)
     return root
+
+
+def build_dist_info(git_dir: Path, ref: str, package: str, dest: Path) -> Path | None:
+    """``<dist>-<version>.dist-info`` (METADATA, top_level.txt; no RECORD: nothing was installed by pip)
+    as a build of ``ref`` would write it: the name is the ref's ``pyproject.toml`` ``[project] name``, the
+    version its static ``[project] version``, else (setuptools_scm) ``scm_version``. None when the ref's
+    pyproject names no project."""
+    shown = subprocess.run(["git", "-C", str(git_dir), "show", f"{ref}:pyproject.toml"], capture_output=True)
+    try:
+        project = tomllib.loads(shown.stdout.decode()).get("project", {}) if shown.returncode == 0 else {}
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+        project = {}
+    name = project.get("name")
+    if not isinstance(name, str):
+        return None
+    version = project.get("version")
+    if not isinstance(version, str):
+        version = scm_version(git_dir, ref)
+    dist = dest / f"{canonicalize_name(name).replace('-', '_')}-{version}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (dist / "top_level.txt").write_text(f"{package}\n")
+    return dist
+
+
+def scm_version(git_dir: Path, ref: str) -> str:
+    """The version setuptools_scm's default schemes give a clean checkout of ``ref`` (guess-next-dev,
+    node-and-date): the tag's own version on a tag; N commits after tag T, T with its last number bumped
+    (or its ``.dev0`` dropped), then ``.devN+g<commit>`` (``0.27.0rc0`` + 51 -> ``0.27.0rc1.dev51+g091bbadd``).
+    The tag and distance come from ``git describe --tags --long``, as setuptools_scm reads them."""
+    described = _git(git_dir, "describe", "--tags", "--long", "--match", "*[0-9]*", ref)
+    tag, distance, node = described.rsplit("-", 2)
+    try:
+        version = Version(tag)
+    except InvalidVersion:
+        raise PatchspecError(f"{git_dir}: {ref}: tag {tag!r} is not a version") from None
+    if distance == "0":
+        return str(version)
+    base = str(version).split("+", 1)[0]
+    if version.dev is not None:
+        if version.dev != 0:
+            raise PatchspecError(f"{git_dir}: {ref}: tag {tag!r}: setuptools_scm bumps only a .dev0 tag")
+        guessed = base.rsplit(".dev", 1)[0]
+    else:
+        match = re.match(r"(.*?)(\d+)$", base)
+        guessed = f"{match.group(1)}{int(match.group(2)) + 1}"
+    return f"{guessed}.dev{distance}+{node}"
+
+
+def _git(git_dir: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(git_dir), *args], capture_output=True, text=True)
+    if done.returncode != 0 or not done.stdout.strip():
+        why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise PatchspecError(f"{git_dir}: git {' '.join(args)} failed: {why}")
+    return done.stdout.strip()
 
 
 def _find_download(downloads: Path, name: str, version: str) -> Path | None:
