@@ -140,6 +140,10 @@ def _add_drift_verbs(verb, verbs, common) -> None:
     p.add_argument("--spec", action="extend", nargs="+", required=True, help="the specs the profile covers")
     p.add_argument("--from", dest="old", help="the profile whose overrides to carry over")
     p.add_argument("--force", action="store_true", help="replace an existing profile")
+    p.add_argument("--allow-broken", action="store_true",
+                   help="write the profile even where a transform does not hold (a release the fix cannot take): "
+                        "each is named in a comment and keeps no fingerprint, so check and apply refuse it by "
+                        "name; exits 4")
     p.add_argument("--accept-suggested", action="store_true",
                    help="take every suggested override (a target renamed, every anchor holding in one candidate) "
                         "into the draft; on a terminal each is asked otherwise")
@@ -362,14 +366,16 @@ def cmd_profile(args) -> Outcome:
     from patchspec import drift_report
 
     accept = (lambda suggestion: True) if args.accept_suggested else _ask if sys.stdin.isatty() else None
-    draft = drift_report.new_profile(args.release, args.root, args.spec, args.old, args.force, accept)
+    draft = drift_report.new_profile(args.release, args.root, args.spec, args.old, args.force, accept,
+                                     args.allow_broken)
     results = [{"type": "needs-human", "detail": n} for n in draft.needs]
     results += [{"type": "note", "detail": n} for n in draft.notes]
+    lines = [f"needs a human: {n}" for n in draft.needs] + draft.notes
     if draft.text is None:
-        lines = [f"needs a human: {n}" for n in draft.needs] + draft.notes + [f"nothing written: {draft.path}"]
-        return Outcome(Exit.BROKEN, results, lines)
+        return Outcome(Exit.BROKEN, results, lines + [f"nothing written: {draft.path}"])
     results.append({"type": "file", "path": str(draft.path), "action": "written"})
-    return Outcome(Exit.OK, results, draft.notes + [f"wrote {draft.path}"])
+    broken = f" (with {len(draft.needs)} transform(s) that do not hold)" if draft.needs else ""
+    return Outcome(Exit.BROKEN if draft.needs else Exit.OK, results, lines + [f"wrote {draft.path}{broken}"])
 
 
 def _ask(suggestion: str) -> bool:

@@ -244,21 +244,27 @@ def matrix_json(m: Matrix) -> list[dict]:
                for t, i, k in m.rows])
 
 
+BROKEN_COMMENT = "does not hold (no fingerprint; check and apply refuse it):"
+
+
 @dataclass
 class ProfileDraft:
     path: Path
     text: str | None                 # None: nothing written, see ``needs``
-    needs: list[str]                 # what a human must look at
+    needs: list[str]                 # what a human must look at (written all the same with allow_broken)
     notes: list[str]
 
 
 def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | None = None,
-                force: bool = False, accept=None) -> ProfileDraft:
+                force: bool = False, accept=None, allow_broken: bool = False) -> ProfileDraft:
     """A draft ``releases/RELEASE.yaml`` beside the spec: fingerprints of every target, OLD's overrides
     kept where they still resolve (dropped where the spec's own form resolves instead). Written only when
     every transform of every spec resolves. A renamed target whose every anchor holds in one candidate is
     suggested as an override; ``accept(suggestion)`` (``--accept-suggested``, or a question on a tty) takes
-    it into the draft. Replacing a profile keeps its package pins and the sections of the specs not given."""
+    it into the draft. Replacing a profile keeps its package pins and the sections of the specs not given.
+    ``allow_broken`` writes it all the same, for a release the fix cannot take: what holds is recorded,
+    each transform that does not hold is named (with its class) in a comment and keeps no fingerprint, so
+    the release is paired and check, apply and drift name what fails instead of finding no profile."""
     root = Root.open(root_path)
     directory = profiles.releases_dir(spec_paths[0])
     path = directory / f"{release}.yaml"
@@ -267,7 +273,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     previous = profiles.load_profile(directory, old) if old else None
     read = pristine_reader(root, staterec.load(root))
     found = installed.scan(root.path)
-    specs_out, needs, notes, packages = {}, [], [], set()
+    specs_out, needs, broken, notes, packages = {}, [], [], [], set()
     for spec_path in spec_paths:
         base = load_spec(spec_path)
         packages |= {t.package for t in base.targets}
@@ -297,13 +303,15 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
                         notes.append(f"accepted: {suggestion}")
                         continue
                 needs += [f"{base.name}: {row_line(r)}" for r in mine if r.drift != driftmod.UNRECORDED]
+                broken += [f"{base.name} {r.target}#{r.index} {r.kind} {r.function}: {r.drift}"
+                           for r in mine if r.drift != driftmod.UNRECORDED]
                 needs += [suggestion] if suggestion else []
         dropped = sorted(set(overrides) - set(kept))
         if dropped:
             notes.append(f"{base.name}: overrides of {old} not carried (the spec's own form resolves, or "
                          f"nothing does): {', '.join(dropped)}")
         specs_out[base.name] = {**({"overrides": kept} if kept else {}), "fingerprints": prints}
-    if needs:
+    if needs and not allow_broken:
         return ProfileDraft(path, None, needs, notes)
     if path.exists():
         replaced = _plain(yamlloc.load(path.read_text(), str(path)))
@@ -318,12 +326,14 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     data = {"release": release, "packages": pins, "specs": specs_out}
     schema = os.path.relpath(Path(__file__).parent / "schema" / "profile.schema.json", path.parent)
     text = (f"# yaml-language-server: $schema={schema}\n"
-            f"# Draft by patchspec profile new {release}" + (f" --from {old}" if old else "") + ": review it.\n"
+            f"# Draft by patchspec profile new {release}" + (f" --from {old}" if old else "")
+            + (" --allow-broken" if broken else "") + ": review it.\n"
+            + "".join(f"# {BROKEN_COMMENT} {line}\n" for line in broken)
             + yaml.safe_dump(data, sort_keys=False, width=110))
     profiles.load_profile_text(text, str(path))  # the draft must load like any profile
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    return ProfileDraft(path, text, [], notes)
+    return ProfileDraft(path, text, needs, notes)
 
 
 def _pin(item: installed.Installed):
