@@ -6,6 +6,7 @@ fingerprints and the compiler's own code, so a warm run reads and hashes files a
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import hashlib
@@ -19,8 +20,8 @@ import yaml
 from packaging.utils import canonicalize_name
 
 from patchspec import compiler
-from patchspec.compiler import drift as driftmod
-from patchspec import cache, installed, profiles, state as staterec, yamlloc
+from patchspec.compiler import bindings, drift as driftmod, snippet_api
+from patchspec import cache, installed, profiles, snippets, state as staterec, yamlloc
 from patchspec.errors import PatchspecError, severity_exit
 from patchspec.model import Spec, package_of
 from patchspec.ops import pristine_reader
@@ -33,8 +34,9 @@ class DriftResult:
     spec: Spec
     release: str
     note: str                       # how the release was chosen
-    rows: list[driftmod.DriftRow]
+    rows: list[driftmod.DriftRow]   # every transform, and the snippet bindings that do not hold
     baseline: str | None = None
+    bindings: list[driftmod.DriftRow] = dataclasses.field(default_factory=list)  # every binding, for matrix
 
     @property
     def code(self) -> int:
@@ -70,7 +72,20 @@ def drift(spec_path: str, root_path: str, release: str = "auto", baseline: str |
     rows = driftmod.report(spec, read, root.has_package, profile.fingerprints(spec.name),
                            _baseline_reader(baseline, profile),
                            *((cached_file_drift, cached_obsolete_line) if use_cache else ()))
-    return DriftResult(spec, release, note, rows, baseline)
+    bound = binding_rows(spec, read, root.has_package, use_cache)
+    return DriftResult(spec, release, note, rows + [b for b in bound if b.severity], baseline, bound)
+
+
+def binding_rows(spec: Spec, read, has_package, use_cache: bool = True) -> list[driftmod.DriftRow]:
+    """The snippets' ``USES`` checked on the release (``compiler.drift.binding_rows``), cached per file."""
+    def check_file(rel: str, entries: list[str]):
+        text = read(rel)
+
+        def compute():
+            return bindings.check(entries, None if text is None else ast.parse(text, rel))
+        return _cached({"uses": rel, "entries": entries, "text": _sha(text)}, compute) if use_cache else compute()
+    uses = snippets.read_package(snippet_api.declared_uses, spec)
+    return driftmod.binding_rows(spec, uses, check_file, has_package)
 
 
 PYPI_BASELINE = "pypi"
@@ -158,6 +173,8 @@ MAX_RANGES = 8
 def row_line(r: driftmod.DriftRow, changes: bool = True) -> str:
     """One line a person reads: class, target, where, and what moved or what to look at; ``changes``
     adds the target's changed statement ranges (said once per target)."""
+    if r.kind == driftmod.USES:
+        return f"{r.drift}: the snippets use {r.target}" + (f": {r.detail}" if r.detail else "")
     where = f"{r.file}:{r.line}" if r.line else r.file
     parts = [f"{r.drift}: {r.target}#{r.index} {r.kind} {r.function} at {where}"]
     if r.baseline_line and r.line and r.baseline_line != r.line:
@@ -210,30 +227,41 @@ class Matrix:
 
 
 def matrix(spec_path: str, roots: list[str], release: str = "auto", use_cache: bool = True) -> Matrix:
-    """One row per target and transform, one column per root, each cell the drift class there."""
+    """One row per target and transform, one column per root, each cell the drift class there; then one
+    row per snippet binding that does not hold on some root (``bound`` where it does)."""
     results = [drift(spec_path, root, release, use_cache=use_cache) for root in roots]
     out = Matrix([(root, r.release) for root, r in zip(roots, results)], [], {})
     for result in results:
         for row in result.rows:
             key = (row.target, row.index)
-            if key not in out.cells:
+            if row.kind != driftmod.USES and key not in out.cells:
                 out.rows.append((row.target, row.index, row.kind))
                 out.cells[key] = []
-            out.cells[key].append(row.drift)
+            if row.kind != driftmod.USES:
+                out.cells[key].append(row.drift)
+    failing = {b.target for r in results for b in r.bindings if b.severity}
+    for target in dict.fromkeys(b.target for r in results for b in r.bindings if b.target in failing):
+        out.rows.append((target, 0, driftmod.USES))
+        out.cells[(target, 0)] = [next((b.drift for b in r.bindings if b.target == target), driftmod.NOT_CHECKED)
+                                  for r in results]
     return out
+
+
+def _transform(index: int, kind: str) -> str:
+    return kind if kind == driftmod.USES else f"{index} {kind}"
 
 
 def matrix_markdown(m: Matrix) -> list[str]:
     head = ["target", "transform"] + [f"{Path(root).name} ({release})" for root, release in m.columns]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for target, index, kind in m.rows:
-        lines.append("| " + " | ".join([target, f"{index} {kind}", *m.cells[(target, index)]]) + " |")
+        lines.append("| " + " | ".join([target, _transform(index, kind), *m.cells[(target, index)]]) + " |")
     return lines
 
 
 def matrix_text(m: Matrix) -> list[str]:
     table = [["target", "transform"] + [Path(root).name for root, _ in m.columns]]
-    table += [[target, f"{index} {kind}", *m.cells[(target, index)]] for target, index, kind in m.rows]
+    table += [[target, _transform(index, kind), *m.cells[(target, index)]] for target, index, kind in m.rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
 
@@ -259,7 +287,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
                 force: bool = False, accept=None, allow_broken: bool = False) -> ProfileDraft:
     """A draft ``releases/RELEASE.yaml`` beside the spec: fingerprints of every target, OLD's overrides
     kept where they still resolve (dropped where the spec's own form resolves instead). Written only when
-    every transform of every spec resolves. A renamed target whose every anchor holds in one candidate is
+    every transform of every spec resolves and every name its snippets use (``USES``) binds. A renamed target whose every anchor holds in one candidate is
     suggested as an override; ``accept(suggestion)`` (``--accept-suggested``, or a question on a tty) takes
     it into the draft. Replacing a profile keeps its package pins and the sections of the specs not given.
     ``allow_broken`` writes it all the same, for a release the fix cannot take: what holds is recorded,
@@ -306,6 +334,10 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
                 broken += [f"{base.name} {r.target}#{r.index} {r.kind} {r.function}: {r.drift}"
                            for r in mine if r.drift != driftmod.UNRECORDED]
                 needs += [suggestion] if suggestion else []
+        for row in binding_rows(base, read, root.has_package):
+            if row.severity:
+                needs.append(f"{base.name}: {row_line(row)}")
+                broken.append(f"{base.name} uses {row.target}: {row.drift}")
         dropped = sorted(set(overrides) - set(kept))
         if dropped:
             notes.append(f"{base.name}: overrides of {old} not carried (the spec's own form resolves, or "

@@ -26,6 +26,7 @@ class Pin:
 
     versions: SpecifierSet
     distributions: tuple[str, ...]      # normalized distribution names; empty: the import name's own
+    ref: str | None = None              # the source ref (git tag, branch) the pin was checked at
 
     def admits(self, item: installed.Installed) -> bool:
         """Dev and pre-releases count (a vllm-gaudi built from git reports ``0.27.0rc1.dev51+g...``)."""
@@ -102,7 +103,8 @@ def load_profile_text(text: str, file: str) -> Profile:
         specifier = pin if isinstance(pin, str) else pin.get("versions", "")
         distributions = () if isinstance(pin, str) else tuple(canonicalize_name(d) for d in pin.get("distributions", ()))
         try:
-            packages[name] = Pin(SpecifierSet(specifier), distributions)
+            ref = None if isinstance(pin, str) else pin.get("ref")
+            packages[name] = Pin(SpecifierSet(specifier), distributions, ref)
         except InvalidSpecifier:
             line, col = yamlloc.locate(data, ["packages", name])
             raise PatchspecError(f"packages/{name}: {specifier!r} is not a version specifier", file=file,

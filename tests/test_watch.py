@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import profiles
+from patchspec import profiles, snippets
+from patchspec.compiler import snippet_api
 from patchspec.cache import pypi_root
 from patchspec.spec import SHIPPED, load_spec
 
@@ -24,6 +25,7 @@ def spec_files() -> set[str]:
     for path in SHIPPED.glob("*.yaml"):
         spec = load_spec(path)
         files |= {t.file for t in spec.targets} | {c.file for c in spec.obsolete_when}
+        files |= set(snippets.read_package(snippet_api.declared_uses, spec))  # drift checks the bindings too
         for release in profiles.supported_releases(profiles.releases_dir(path), spec):
             profile = profiles.load_profile(profiles.releases_dir(path), release)
             for overrides in ((profile.specs or {}).get(spec.name, {}).get("overrides") or {}).values():
@@ -32,7 +34,8 @@ def spec_files() -> set[str]:
 
 
 def small_wheel(index: Path, version: str, source: str, edit=None) -> None:
-    """A wheel named vllm-VERSION holding only the files the shipped specs read, from release SOURCE."""
+    """A wheel named vllm-VERSION holding only the files the shipped specs (and their snippets) read, from
+    release SOURCE."""
     root = pypi_root(f"vllm=={source}")
     with zipfile.ZipFile(index / f"vllm-{version}-py3-none-any.whl", "w") as wheel:
         for rel in sorted(spec_files()):

@@ -27,13 +27,28 @@ def problems(uses: dict[str, list[str]], tree_of: Callable[[str], ast.Module | N
     (None for a missing file), so that a caller that parsed the file already does not parse it again."""
     found = []
     for rel, entries in uses.items():
-        tree = tree_of(rel)
-        if tree is None:
+        checked = check(entries, tree_of(rel))
+        if checked is None:
             found.append(f"{rel}: missing")
             continue
-        module = _Module(tree)
-        found += [f"{rel}: {entry}: {p}" for entry in entries if (p := module.problem(entry))]
+        found += [f"{rel}: {entry}: {p}" for entry, p in checked if p]
     return found
+
+
+def check(entries: list[str], tree: ast.Module | None) -> list[tuple[str, str | None]] | None:
+    """Each entry with what the module lacks for it (None: it holds); None for a missing file."""
+    if tree is None:
+        return None
+    module = _Module(tree)
+    return [(entry, module.problem(entry)) for entry in entries]
+
+
+def is_mismatch(problem: str) -> bool:
+    """The name is there but the call does not bind to its signature (else: the name is missing)."""
+    return problem.startswith(NOT_BINDING)
+
+
+NOT_BINDING = "does not bind to"
 
 
 def tree_reader(read: Callable[[str], str | None]) -> Callable[[str], ast.Module | None]:
@@ -126,5 +141,5 @@ def _binding(func: ast.FunctionDef, call: ast.Call, method: bool) -> str | None:
     try:
         sig.bind(*positional, **keywords)
     except TypeError as exc:
-        return f"does not bind to {func.name}{sig}: {exc}"
+        return f"{NOT_BINDING} {func.name}{sig}: {exc}"
     return None

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from patchspec.compiler import fingerprint, pattern
+from patchspec.compiler import bindings, fingerprint, pattern
 from patchspec.compiler.edits import Status
 from patchspec.compiler.plan import Plan, Resolved, resolve
 from patchspec.compiler.source import SourceError, SourceFile, span
@@ -31,8 +31,12 @@ ANCHOR_MISSING = "anchor-missing"
 ANCHOR_AMBIGUOUS = "anchor-ambiguous"
 TARGET_MISSING = Status.TARGET_MISSING.value  # renamed or removed: see the candidates
 OBSOLETE = "obsolete"              # the spec's ``obsolete_when`` holds: the fix is upstream
+BOUND = "bound"                    # a name the snippets use (their ``USES``) is there and their call binds
+BINDING_MISSING = "binding-missing"    # it is not there (file, class, member or name)
+BINDING_MISMATCH = "binding-mismatch"  # it is there, but the snippets' call does not bind to its signature
+USES = "uses"                      # the kind of a binding row; its target is "ENTRY in FILE"
 
-SEVERITY = {UNCHANGED: 0, NOT_CHECKED: 0, CHANGED: 1, UNRECORDED: 1}  # anything else: 2, broken
+SEVERITY = {UNCHANGED: 0, NOT_CHECKED: 0, BOUND: 0, CHANGED: 1, UNRECORDED: 1}  # anything else: 2, broken
 FROM_STATUS = {Status.MISSING: ANCHOR_MISSING, Status.AMBIGUOUS: ANCHOR_AMBIGUOUS,
                Status.TARGET_MISSING: TARGET_MISSING}
 MAX_CANDIDATES = 3
@@ -97,6 +101,25 @@ def report(spec: Spec, read: Callable[[str], str | None], has_package: Callable[
     hits = [(cond, line) for cond in spec.obsolete_when if has_package(package_of(cond.file))
             and (line := obsolete(cond, read(cond.file))) is not None]
     return with_obsolete(rows, hits)
+
+
+def binding_rows(spec: Spec, uses: dict[str, list[str]],
+                 check_file: Callable[[str, list[str]], "list[tuple[str, str | None]] | None"],
+                 has_package: Callable[[str], bool]) -> list[DriftRow]:
+    """One row per entry of the snippets' ``USES``: ``bound``, ``binding-missing``, ``binding-mismatch``, or
+    ``not-checked`` when its package is not under the root; ``check_file(rel, entries)`` is
+    ``bindings.check`` on that file (None: the file is missing), or a caching version of it."""
+    rows = []
+    for rel, entries in uses.items():
+        present = has_package(package_of(rel))
+        checked = check_file(rel, entries) if present else [(entry, None) for entry in entries]
+        for entry, problem in checked or [(entry, "the file is missing") for entry in entries]:
+            drift = (NOT_CHECKED if not present else BOUND if problem is None
+                     else BINDING_MISMATCH if bindings.is_mismatch(problem) else BINDING_MISSING)
+            rows.append(DriftRow(spec.name, f"{entry} in {rel}", 0, USES, rel, entry,
+                                 Status.OK if problem is None else Status.MISSING, detail=problem or "",
+                                 drift=drift))
+    return rows
 
 
 def exit_code(rows: list[DriftRow]) -> int:
