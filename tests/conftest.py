@@ -50,11 +50,18 @@ def toy(tmp_path):
     return toy_root(tmp_path / "toy-root"), write_spec(tmp_path / "toy-spec")
 
 
+OPT_IN = ("faults_exhaustive", "releases_all")
+
+
 def pytest_collection_modifyitems(config, items):
-    """``faults_exhaustive`` is opt-in: it runs only when ``-m`` names it."""
-    if "faults_exhaustive" in (config.getoption("-m") or ""):
-        return
-    skip = pytest.mark.skip(reason="opt-in: run with -m faults_exhaustive")
-    for item in items:
-        if "faults_exhaustive" in item.keywords:
-            item.add_marker(skip)
+    """``faults_exhaustive`` and ``releases_all`` are opt-in: each runs only when ``-m`` names it, except
+    the representative slice marked ``default=True`` (``-m releases_all`` selects it with the rest)."""
+    chosen = config.getoption("-m") or ""
+    for marker in OPT_IN:
+        if marker in chosen:
+            continue
+        skip = pytest.mark.skip(reason=f"opt-in: run with -m {marker}")
+        for item in items:
+            mark = item.get_closest_marker(marker)
+            if mark is not None and not mark.kwargs.get("default"):
+                item.add_marker(skip)

@@ -1,5 +1,7 @@
-"""The shipped specs on the real vLLM releases they support (and vllm-gaudi, when its checkout is given):
-every patched file compiles, apply twice equals apply once, unapply restores every byte."""
+"""The shipped specs on the real vLLM releases they support (and vllm-gaudi at the ref each profile was
+checked at, when its checkout is given): every patched file compiles, apply twice equals apply once,
+unapply restores every byte. The default run covers the profiles of ``DEFAULT_VLLM`` (each release's
+wheel is ~300 MB); every profile runs with ``-m releases_all``."""
 from __future__ import annotations
 
 import os
@@ -9,32 +11,34 @@ import pytest
 
 from patchspec import ops, profiles
 from patchspec.spec import load_spec
+from tests.releases import DEFAULT_VLLM
 from tests.test_apply import tree
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS = sorted((REPO / "specs").glob("*.yaml"))
-GAUDI_TAG = {"v0.26.0": "v0.26.0", "v0.30.0": "main"}  # no v0.30.0 tag of vllm-gaudi is reachable
 
 
 def cases():
     for path in SPECS:
         for release in profiles.supported_releases(profiles.releases_dir(path), load_spec(path)):
-            yield pytest.param(path, release, id=f"{path.stem}-{release}")
+            marks = [pytest.mark.releases_all(default=release.lstrip("v") in DEFAULT_VLLM)]
+            yield pytest.param(path, release, id=f"{path.stem}-{release}", marks=marks)
 
 
 @pytest.fixture
 def release_root(request, vllm_release, copy_root):
-    def make(release: str) -> Path:
+    def make(spec_path: Path, release: str) -> Path:
         roots = [vllm_release(release.lstrip("v"))]
         if os.environ.get("PATCHSPEC_VLLM_GAUDI"):
-            roots.append(request.getfixturevalue("gaudi_release")(GAUDI_TAG[release]))
+            ref = profiles.load_profile(profiles.releases_dir(spec_path), release).packages["vllm_gaudi"].ref
+            roots.append(request.getfixturevalue("gaudi_release")(ref))
         return copy_root(*roots)
     return make
 
 
 @pytest.mark.parametrize("spec_path, release", list(cases()))
 def test_shipped_spec_round_trip(release_root, spec_path, release):
-    root = release_root(release)
+    root = release_root(spec_path, release)
     before = tree(root)
     result = ops.apply(str(spec_path), release, str(root))
     assert result.changed and result.files
