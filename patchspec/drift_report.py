@@ -233,12 +233,13 @@ def matrix(spec_path: str, roots: list[str], release: str = "auto", use_cache: b
     out = Matrix([(root, r.release) for root, r in zip(roots, results)], [], {})
     for result in results:
         for row in result.rows:
+            if row.kind == driftmod.USES:  # said below, for every root
+                continue
             key = (row.target, row.index)
-            if row.kind != driftmod.USES and key not in out.cells:
+            if key not in out.cells:
                 out.rows.append((row.target, row.index, row.kind))
                 out.cells[key] = []
-            if row.kind != driftmod.USES:
-                out.cells[key].append(row.drift)
+            out.cells[key].append(row.drift)
     failing = {b.target for r in results for b in r.bindings if b.severity}
     for target in dict.fromkeys(b.target for r in results for b in r.bindings if b.target in failing):
         out.rows.append((target, 0, driftmod.USES))
@@ -287,9 +288,10 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
                 force: bool = False, accept=None, allow_broken: bool = False) -> ProfileDraft:
     """A draft ``releases/RELEASE.yaml`` beside the spec: fingerprints of every target, OLD's overrides
     kept where they still resolve (dropped where the spec's own form resolves instead). Written only when
-    every transform of every spec resolves and every name its snippets use (``USES``) binds. A renamed target whose every anchor holds in one candidate is
-    suggested as an override; ``accept(suggestion)`` (``--accept-suggested``, or a question on a tty) takes
-    it into the draft. Replacing a profile keeps its package pins and the sections of the specs not given.
+    every transform of every spec resolves and every name its snippets use (``USES``) binds. A renamed
+    target whose every anchor holds in one candidate is suggested as an override; ``accept(suggestion)``
+    (``--accept-suggested``, or a question on a tty) takes it into the draft. Replacing a profile keeps
+    its package pins and the sections of the specs not given.
     ``allow_broken`` writes it all the same, for a release the fix cannot take: what holds is recorded,
     each transform that does not hold is named (with its class) in a comment and keeps no fingerprint, so
     the release is paired and check, apply and drift name what fails instead of finding no profile."""

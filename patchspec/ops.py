@@ -495,13 +495,14 @@ def check(spec_path: str, release: str, root_path: str, only: set[str] | None = 
                                                       f"another spec version or release ({rec.release})"}])
     prepared = prepare(spec_path, release, root, only, state)
     rows = [dataclasses.replace(r, status=WOULD_APPLY) if r.ok else r for r in prepared.plan.resolved]
-    if prepared.plan.errors:
-        return CheckResult(Exit.BROKEN, rows, notes)
+    bound = [{"type": "binding", "detail": f"binding: {p}"} for p in binding_problems(prepared)]
+    if prepared.plan.errors:  # the bindings are said too: a release may lack both an anchor and a name
+        return CheckResult(Exit.BROKEN, rows, notes + bound)
     try:
         planner.emit(prepared.plan, [prepared.spec])
     except planner.ConflictError as exc:
         return CheckResult(Exit.BROKEN, rows, notes + [{"type": "conflict", "detail": str(exc)}])
-    problems = [{"type": "binding", "detail": f"binding: {p}"} for p in binding_problems(prepared)]
+    problems = bound + [{"type": "binding", "detail": f"binding: {p}"} for p in prepared.plan.problems]
     marker = prepared.spec.marker
     problems += [{"type": "partial", "file": rel, "detail": f"partial: {rel} carries {marker!r} but the state "
                   "record does not list it"} for rel in prepared.plan.files

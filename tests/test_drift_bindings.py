@@ -60,3 +60,12 @@ def test_profile_new_checks_bindings_and_allow_broken_names_them(tmp_path, spec,
     text = (Path(spec).parent / "releases" / "r9.yaml").read_text()
     assert "): toy uses Helper in pkg/a.py: binding-missing\n" in text
     assert "): toy uses target(s, t) in pkg/b.py: binding-mismatch\n" in text
+
+
+def test_check_names_the_bindings_when_an_anchor_fails_too(tmp_path, spec, capsys):
+    root = toy_root(tmp_path / "root")
+    (root / "pkg" / "a.py").write_text("def target(self):\n    x = 1\n")
+    assert main(["check", spec, "--root", str(root)]) == 4
+    out = capsys.readouterr().out
+    assert "missing: toy a#0 insert_before target in pkg/a.py" in out
+    assert "binding: pkg/a.py: Helper: Helper is not defined or imported" in out
