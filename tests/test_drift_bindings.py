@@ -69,3 +69,16 @@ def test_check_names_the_bindings_when_an_anchor_fails_too(tmp_path, spec, capsy
     out = capsys.readouterr().out
     assert "missing: toy a#0 insert_before target in pkg/a.py" in out
     assert "binding: pkg/a.py: Helper: Helper is not defined or imported" in out
+
+
+def test_binding_rows_fit_the_json_envelope(tmp_path, spec, capsys):
+    from tests.test_cli import run_json
+
+    root = toy_root(tmp_path / "root")
+    code, document = run_json(capsys, "drift", spec, "--root", str(root), "--no-cache")
+    uses = [r for r in document["results"] if r.get("kind") == "uses"]
+    assert code == 4 and {(r["target"], r["drift"]) for r in uses} == {
+        ("Helper in pkg/a.py", "binding-missing"), ("target(s, t) in pkg/b.py", "binding-mismatch")}
+    code, document = run_json(capsys, "matrix", spec, "--root", str(root), "--no-cache")
+    rows = [r for r in document["results"] if r["type"] == "matrix-row" and r["kind"] == "uses"]
+    assert code == 4 and [r["cells"] for r in rows] == [["binding-missing"], ["binding-mismatch"]]
