@@ -1,14 +1,21 @@
-"""One pipeline stage running one of vLLM's real weight iterators; prints one JSON document.
+"""One pipeline stage loading a checkpoint the ways vLLM can; prints one JSON document.
 
-``python loader_run.py CHECKPOINT RANK SIZE PORT [ITERATOR]`` with a release root first on ``sys.path``;
-ITERATOR is ``safetensors`` (default), ``pt`` (the checkpoint's ``*.bin`` files) or ``npcache`` (vLLM's
-numpy cache of them, made by the first stage before the turns). The stage
-joins a gloo world of SIZE processes on 127.0.0.1:PORT through vLLM's own ``init_distributed_environment``
-and ``initialize_model_parallel``, then the stages take turns: each drops the checkpoint from the page
-cache and iterates every shard. Two counts of what it read: the tensors safetensors handed out (the
-sitecustomize of tests/e2e/reads records each ``get_tensor``/``get_slice`` in ``PATCHSPEC_E2E_READS``),
-and the checkpoint pages resident afterwards (``mincore``): what the kernel read from disk, read-ahead
-included (safetensors maps the files, so no Python file object sees those reads).
+``python loader_run.py CHECKPOINT RANK SIZE PORT [KIND,KIND...]`` with a release root first on
+``sys.path``. KIND is ``safetensors`` (default: the lazy iterator, called directly) or one of
+:data:`KINDS`, each loaded through vLLM's real ``DefaultModelLoader._get_weights_iterator`` (the file
+list included) with its load config: the multithreaded safetensors iterator, the eager and prefetch
+strategies, the ``.pt`` iterators on the checkpoint's ``*.bin`` files, the numpy cache of them (made
+by the first stage before the turns), and fastsafetensors and instanttensor, whose readers need CUDA:
+for those two the iterator vLLM would call is replaced by one that reads every file it is given whole,
+as theirs do on the device, so what is measured is the file list vLLM hands them.
+
+The stage joins a gloo world of SIZE processes on 127.0.0.1:PORT through vLLM's own
+``init_distributed_environment`` and ``initialize_model_parallel``, then for each kind the stages take
+turns: each drops the checkpoint from the page cache and loads every tensor. Two counts of what it
+read: the tensors safetensors handed out (the sitecustomize of tests/e2e/reads records each
+``get_tensor``/``get_slice`` in ``PATCHSPEC_E2E_READS``), and the checkpoint pages resident
+afterwards (``mincore``): what the kernel read from disk, read-ahead included (safetensors maps the
+files, so no Python file object sees those reads).
 """
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ import json
 import mmap
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -52,18 +60,49 @@ def resident_bytes(path: Path) -> int:
     return sum(v & 1 for v in vec) * mmap.PAGESIZE
 
 
+# Kind -> (LoadConfig keywords, allow_patterns_overrides of the source).
+KINDS = {
+    "multithread": ({"load_format": "safetensors",
+                     "model_loader_extra_config": {"enable_multithread_load": True}}, None),
+    "eager": ({"load_format": "safetensors", "safetensors_load_strategy": "eager"}, None),
+    "prefetch": ({"load_format": "safetensors", "safetensors_load_strategy": "prefetch"}, None),
+    "pt": ({"load_format": "hf"}, ["*.bin"]),
+    "pt-multithread": ({"load_format": "hf", "model_loader_extra_config": {"enable_multithread_load": True}},
+                       ["*.bin"]),
+    "npcache": ({"load_format": "npcache"}, None),
+    "fastsafetensors": ({"load_format": "fastsafetensors"}, None),
+    "instanttensor": ({"load_format": "instanttensor"}, None),
+}
+
+
+def whole_files(hf_weights_files: list[str], use_tqdm_on_load: bool):
+    """Stands in for the CUDA readers of fastsafetensors and instanttensor: every tensor of every file."""
+    from safetensors.torch import load_file
+
+    for path in hf_weights_files:
+        yield from load_file(path).items()
+
+
 def iterator(kind: str, checkpoint: Path) -> tuple[list[Path], object]:
     """The files whose pages count as read, and a function returning a fresh weight iterator."""
-    from vllm.model_executor.model_loader import weight_utils
-
     if kind == "safetensors":
+        from vllm.model_executor.model_loader import weight_utils
+
         files = sorted(checkpoint.glob("*.safetensors"))
         return files, lambda: weight_utils.safetensors_weights_iterator([str(f) for f in files], False)
-    bins = [str(f) for f in sorted(checkpoint.glob("*.bin"))]
-    if kind == "pt":
-        return [Path(f) for f in bins], lambda: weight_utils.pt_weights_iterator(bins, False)
-    make = lambda: weight_utils.np_cache_weights_iterator(str(checkpoint), None, str(checkpoint), bins, False)  # noqa: E731
-    return [f for f in (checkpoint / "np").glob("*") if f.suffix != ".json"], make
+    from vllm.config import LoadConfig
+    from vllm.model_executor.model_loader import default_loader
+
+    config, patterns = KINDS[kind]
+    default_loader.fastsafetensors_weights_iterator = whole_files
+    default_loader.instanttensor_weights_iterator = whole_files
+    loader = default_loader.DefaultModelLoader(LoadConfig(**config))
+    source = default_loader.DefaultModelLoader.Source(str(checkpoint), None, allow_patterns_overrides=patterns)
+    if kind == "npcache":
+        files = [f for f in (checkpoint / "np").glob("*") if f.suffix != ".json"]
+    else:
+        files = sorted(checkpoint.glob("*.bin" if kind.startswith("pt") else "*.safetensors"))
+    return files, lambda: loader._get_weights_iterator(source)
 
 
 def load_stage(files: list[Path], make) -> dict:
@@ -72,17 +111,21 @@ def load_stage(files: list[Path], make) -> dict:
     cached_before = sum(resident_bytes(f) for f in files)
     began = time.perf_counter()
     loaded = dict(make())
+    for thread in threading.enumerate():  # prefetch pages files in on threads of its own
+        if "_run_prefetch" in thread.name:
+            thread.join()
     seconds = time.perf_counter() - began
     tensors = {name: digest(t) for name, t in loaded.items()}
     notes = Path(os.environ["PATCHSPEC_E2E_READS"]) / f"{os.getpid()}.txt"
     read = [line.split(" ", 1)[1] for line in notes.read_text().splitlines()] if notes.exists() else []
+    notes.unlink(missing_ok=True)
     return {"tensors": tensors, "read": read, "disk_bytes": sum(resident_bytes(f) for f in files),
             "cached_before": cached_before, "seconds": seconds}
 
 
 def main() -> None:
     checkpoint, rank, size, port = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-    kind = sys.argv[5] if len(sys.argv) > 5 else "safetensors"
+    kinds = (sys.argv[5] if len(sys.argv) > 5 else "safetensors").split(",")
     from vllm.config import DeviceConfig, ModelConfig, ParallelConfig, VllmConfig, set_current_vllm_config
     from vllm.distributed.parallel_state import init_distributed_environment, initialize_model_parallel
 
@@ -93,16 +136,18 @@ def main() -> None:
         init_distributed_environment(world_size=size, rank=rank, local_rank=rank, backend="gloo",
                                      distributed_init_method=f"tcp://127.0.0.1:{port}")
         initialize_model_parallel(pipeline_model_parallel_size=size, backend="gloo")
-        if kind == "npcache" and rank == 0:
-            for _ in iterator(kind, checkpoint)[1]():  # the cache is made on first use, from every tensor
+        if "npcache" in kinds and rank == 0:
+            for _ in iterator("npcache", checkpoint)[1]():  # the cache is made on first use, from every tensor
                 pass
         dist.barrier()
-        files, make = iterator(kind, checkpoint)
-        for turn in range(size):  # one stage at a time: the page cache is shared
-            if turn == rank:
-                report = load_stage(files, make)
-            dist.barrier()
-    print(json.dumps(report))
+        report = {}
+        for kind in kinds:
+            files, make = iterator(kind, checkpoint)
+            for turn in range(size):  # one stage at a time: the page cache is shared
+                if turn == rank:
+                    report[kind] = load_stage(files, make)
+                dist.barrier()
+    print(json.dumps(report if len(kinds) > 1 else report[kinds[0]]))
 
 
 if __name__ == "__main__":
