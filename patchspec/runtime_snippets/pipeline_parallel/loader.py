@@ -125,7 +125,8 @@ def owned_tensors(path: str) -> dict[str, Any] | None:
     from safetensors.torch import safe_open
 
     with safe_open(path, framework="pt", device="cpu") as f:
-        return {name: f.get_tensor(name) for name in f.keys() if owns_weight(name)}
+        names = [name for name in f.keys() if owns_weight(name)]  # noqa: SIM118
+        return {name: f.get_tensor(name) for name in names}
 
 
 def owned_bytes(f: IO[bytes]) -> IO[bytes]:
