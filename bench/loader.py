@@ -7,8 +7,8 @@ saved), as safetensors shards and the same shards as ``.bin`` files. Each stage 
 before each load; the stages load one after the other. The kinds are ``loader_run.KINDS`` plus the
 lazy safetensors iterator; fastsafetensors and instanttensor need CUDA, so their rows read every file
 vLLM hands them whole on the CPU, as those readers do on the device (what the spec changes for them
-is that file list). "requested" is the bytes of the tensors safetensors handed out (safetensors
-kinds only); "disk" is the checkpoint pages resident afterwards, read-ahead included. The last line
+is that file list). "requested" is the bytes of the tensors safetensors handed out (the kinds that
+read through its ``safe_open``); "disk" is the checkpoint pages resident afterwards, read-ahead included. The last line
 is key=value pairs. Usage: python bench/loader.py [--release 0.30.0] [--layers 8] [--hidden 512]
 """
 from __future__ import annotations
@@ -26,6 +26,8 @@ from vllm_runs import release_roots, result, start_stages  # noqa: E402
 from patchspec.cache import pypi_root  # noqa: E402
 
 SHARDS = 4
+# Kinds that read without safetensors' safe_open: no tensor-level count, pages only.
+UNNAMED = {"eager", "pt", "pt-multithread", "npcache"}
 
 
 def main() -> None:
@@ -59,7 +61,8 @@ def main() -> None:
                 fields |= {f"{kind}_stage{rank}_disk_mib_{variant}": f"{row[variant][2]:.1f}",
                            f"{kind}_stage{rank}_s_{variant}": f"{row[variant][3]:.3f}"}
             (ts, rs, ds, ss), (tf, rf, df, sf) = row["stock"], row["fix"]
-            print(f"{kind:16} {rank:>5} {f'{ts} / {tf}':>15} {f'{rs:.1f} / {rf:.1f}':>15} "
+            requested = "-" if kind in UNNAMED else f"{rs:.1f} / {rf:.1f}"
+            print(f"{kind:16} {rank:>5} {f'{ts} / {tf}':>15} {requested:>15} "
                   f"{f'{ds:.1f} / {df:.1f}':>15} {f'{ss:.3f} / {sf:.3f}':>15}", flush=True)
     print(" ".join(f"{k}={v}" for k, v in fields.items()))
 
