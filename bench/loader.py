@@ -5,9 +5,9 @@ The checkpoint is Llama-shaped (tied embedding, consecutive tensors per shard, a
 saved), as safetensors shards and the same shards as ``.bin`` files. Each stage runs
 ``tests/vllm/loader_run.py`` in its own process on a gloo world of two, with the page cache dropped
 before each load; the stages load one after the other. The kinds are ``loader_run.KINDS`` plus the
-lazy safetensors iterator; fastsafetensors and instanttensor need CUDA, so their rows read every file
-vLLM hands them whole on the CPU, as those readers do on the device (what the spec changes for them
-is that file list). "requested" is the bytes of the tensors safetensors handed out (the kinds that
+lazy safetensors iterator; fastsafetensors and instanttensor need CUDA, so their rows run vLLM's
+iterators for them with the libraries' device readers replaced by CPU readers of every file handed to
+them, as theirs read on the device (what the spec changes for them is that file list). "requested" is the bytes of the tensors safetensors handed out (the kinds that
 read through its ``safe_open``); "disk" is the checkpoint pages resident afterwards, read-ahead included. The last line
 is key=value pairs. Usage: python bench/loader.py [--release 0.30.0] [--layers 8] [--hidden 512]
 """

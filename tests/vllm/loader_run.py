@@ -6,8 +6,9 @@
 list included) with its load config: the multithreaded safetensors iterator, the eager and prefetch
 strategies, the ``.pt`` iterators on the checkpoint's ``*.bin`` files, the numpy cache of them (made
 by the first stage before the turns), and fastsafetensors and instanttensor, whose readers need CUDA:
-for those two the iterator vLLM would call is replaced by one that reads every file it is given whole,
-as theirs do on the device, so what is measured is the file list vLLM hands them.
+vLLM's iterators for those two run as they are, with the libraries' device readers replaced by CPU
+readers of every tensor of every file handed to them (``on_cpu_readers``), as theirs read on the
+device, so what is measured is the file list vLLM hands them.
 
 The stage joins a gloo world of SIZE processes on 127.0.0.1:PORT through vLLM's own
 ``init_distributed_environment`` and ``initialize_model_parallel``, then for each kind the stages take
@@ -26,6 +27,7 @@ import os
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import torch.distributed as dist
@@ -75,12 +77,58 @@ KINDS = {
 }
 
 
-def whole_files(hf_weights_files: list[str], use_tqdm_on_load: bool):
-    """Stands in for the CUDA readers of fastsafetensors and instanttensor: every tensor of every file."""
-    from safetensors.torch import load_file
+class ParallelLoader:
+    """fastsafetensors' loader (it reads on a CUDA device), on the CPU: every tensor of every file."""
 
-    for path in hf_weights_files:
-        yield from load_file(path).items()
+    def __init__(self, pg, hf_weights_files: list[str], **kwargs) -> None:
+        self.files = hf_weights_files
+
+    def iterate_weights(self):
+        from safetensors.torch import load_file
+
+        for path in self.files:
+            yield from load_file(path).items()
+
+    def close(self) -> None:
+        pass
+
+
+class InstantTensorFiles(ParallelLoader):
+    """What instanttensor's ``safe_open`` returns (it reads on a CUDA device), on the CPU."""
+
+    def __init__(self, files: list[str], **kwargs) -> None:
+        super().__init__(None, files)
+        self.total_tensor_size = sum(os.path.getsize(f) for f in files)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def tensors(self):
+        return self.iterate_weights()
+
+
+def on_cpu_readers(weights):
+    """Runs vLLM's fastsafetensors or instanttensor iterator with only their device readers replaced:
+    the libraries are the classes above, and the platform answers as CUDA device 0 meanwhile (the
+    iterators check for it and name the device)."""
+    from vllm.platforms import current_platform
+
+    fastsafetensors = types.ModuleType("fastsafetensors")
+    fastsafetensors.parallel_loader = types.ModuleType("fastsafetensors.parallel_loader")
+    fastsafetensors.parallel_loader.ParallelLoader = ParallelLoader
+    instanttensor = types.ModuleType("instanttensor")
+    instanttensor.safe_open = InstantTensorFiles
+    sys.modules.update({"fastsafetensors": fastsafetensors, "instanttensor": instanttensor,
+                        "fastsafetensors.parallel_loader": fastsafetensors.parallel_loader})
+    current_platform.is_cuda = lambda: True
+    current_platform.current_device = lambda: 0
+    try:
+        yield from weights
+    finally:
+        del current_platform.is_cuda, current_platform.current_device
 
 
 def iterator(kind: str, checkpoint: Path) -> tuple[list[Path], object]:
@@ -94,14 +142,14 @@ def iterator(kind: str, checkpoint: Path) -> tuple[list[Path], object]:
     from vllm.model_executor.model_loader import default_loader
 
     config, patterns = KINDS[kind]
-    default_loader.fastsafetensors_weights_iterator = whole_files
-    default_loader.instanttensor_weights_iterator = whole_files
     loader = default_loader.DefaultModelLoader(LoadConfig(**config))
     source = default_loader.DefaultModelLoader.Source(str(checkpoint), None, allow_patterns_overrides=patterns)
     if kind == "npcache":
         files = [f for f in (checkpoint / "np").glob("*") if f.suffix != ".json"]
     else:
         files = sorted(checkpoint.glob("*.bin" if kind.startswith("pt") else "*.safetensors"))
+    if kind in ("fastsafetensors", "instanttensor"):
+        return files, lambda: on_cpu_readers(loader._get_weights_iterator(source))
     return files, lambda: loader._get_weights_iterator(source)
 
 

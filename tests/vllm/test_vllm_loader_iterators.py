@@ -4,9 +4,11 @@ and multithreaded ``.pt``, numpy cache, fastsafetensors, instanttensor): at size
 only its own decoder layers and the shared tensors, bit for bit, and the pages it reads from disk
 shrink with its share, where stock reads every file whole; at size 1 nothing changes.
 
-fastsafetensors and instanttensor read on CUDA devices: their runs replace the iterator vLLM calls
-with one that reads every file it is given whole, as theirs do, so what these cases test is the
-file list vLLM's default loader hands them, not the libraries' own reads.
+fastsafetensors and instanttensor read on CUDA devices: their runs execute vLLM's own iterators for
+them with only the device part replaced (the libraries' readers become CPU readers of every tensor
+of every file they are handed, as theirs read on the device, and the platform answers as CUDA device
+0 meanwhile; ``loader_run.on_cpu_readers``), so what these cases test is the file list vLLM's
+default loader hands them, not the libraries' own reads.
 
 Pages are counted as the checkpoint's resident pages after the stage loaded with the page cache dropped
 before (``loader_run.py``), so read-ahead counts too (several MiB on this project's disk): layers of
