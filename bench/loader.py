@@ -1,12 +1,15 @@
-"""Bytes read and seconds per pipeline stage when vLLM's real safetensors iterator loads a generated
-2-stage checkpoint, stock against the pipeline-parallel spec, side by side in one run.
+"""Bytes read and seconds per pipeline stage for each of vLLM's weight iterators and load strategies
+on a generated 2-stage checkpoint, stock against the pipeline-parallel spec, side by side in one run.
 
 The checkpoint is Llama-shaped (tied embedding, consecutive tensors per shard, as checkpoints are
-saved). Each stage runs ``tests/vllm/loader_run.py`` in its own process on a gloo world of two, with the
-page cache dropped before it loads; the stages load one after the other. "requested" is the bytes of
-the tensors safetensors handed out; "disk" is the checkpoint pages resident afterwards, read-ahead
-included (this disk reads ahead 8 MiB on a miss, so it is coarse for small shards). The last line is
-key=value pairs. Usage: python bench/loader.py [--release 0.30.0] [--layers 8] [--hidden 512]
+saved), as safetensors shards and the same shards as ``.bin`` files. Each stage runs
+``tests/vllm/loader_run.py`` in its own process on a gloo world of two, with the page cache dropped
+before each load; the stages load one after the other. The kinds are ``loader_run.KINDS`` plus the
+lazy safetensors iterator; fastsafetensors and instanttensor need CUDA, so their rows run vLLM's
+iterators for them with the libraries' device readers replaced by CPU readers of every file handed to
+them, as theirs read on the device (what the spec changes for them is that file list). "requested" is the bytes of the tensors safetensors handed out (the kinds that
+read through its ``safe_open``); "disk" is the checkpoint pages resident afterwards, read-ahead included. The last line
+is key=value pairs. Usage: python bench/loader.py [--release 0.30.0] [--layers 8] [--hidden 512]
 """
 from __future__ import annotations
 
@@ -16,12 +19,15 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "vllm"))
+from loader_run import KINDS  # noqa: E402
 from vllm_checkpoint import write  # noqa: E402
 from vllm_runs import release_roots, result, start_stages  # noqa: E402
 
 from patchspec.cache import pypi_root  # noqa: E402
 
 SHARDS = 4
+# Kinds that read without safetensors' safe_open: no tensor-level count, pages only.
+UNNAMED = {"eager", "pt", "pt-multithread", "npcache"}
 
 
 def main() -> None:
@@ -32,24 +38,32 @@ def main() -> None:
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="patchspec-bench-loader-"))
     checkpoint = work / "checkpoint"
-    sizes = {n: v["bytes"] for n, v in write(checkpoint, args.layers, args.hidden, SHARDS).items()}
+    sizes = {n: v["bytes"] for n, v in write(checkpoint, args.layers, args.hidden, SHARDS, pt=True).items()}
     total = sum(f.stat().st_size for f in checkpoint.glob("*.safetensors"))
-    roots = dict(zip(("stock", "patched"), release_roots(pypi_root(f"vllm=={args.release}"), args.release,
-                                                          work / "roots")))
+    roots = dict(zip(("stock", "fix"), release_roots(pypi_root(f"vllm=={args.release}"), args.release,
+                                                      work / "roots")))
+    kinds = ["safetensors", *KINDS]
     print(f"vLLM {args.release}, {args.layers} layers, hidden {args.hidden}, {SHARDS} shards, "
-          f"{total / 2**20:.1f} MiB on disk ({work})", flush=True)
-    print(f"{'variant':8} {'stage':>5} {'tensors':>7} {'requested MiB':>13} {'disk MiB':>8} {'seconds':>7}")
+          f"{total / 2**20:.1f} MiB of safetensors on disk ({work})", flush=True)
+    runs = {variant: [result(p) for p in start_stages(root, checkpoint, 2, work / "reads" / variant,
+                                                      iterator=",".join(kinds))]
+            for variant, root in roots.items()}  # one variant at a time: the page cache is shared
+    print(f"{'kind':16} {'stage':>5} {'tensors':>15} {'requested MiB':>15} {'disk MiB':>15} "
+          f"{'seconds':>15}   (stock / fix)")
     fields = {"checkpoint_mib": f"{total / 2**20:.1f}"}
-    for variant, root in roots.items():  # one variant at a time: the page cache is shared
-        stages = [result(p) for p in start_stages(root, checkpoint, 2, work / "reads" / variant)]
-        for rank, stage in enumerate(stages):
-            requested = sum(sizes[n] for n in stage["read"]) / 2**20
-            disk = stage["disk_bytes"] / 2**20
-            print(f"{variant:8} {rank:>5} {len(stage['tensors']):>7} {requested:>13.1f} {disk:>8.1f} "
-                  f"{stage['seconds']:>7.3f}", flush=True)
-            fields |= {f"{variant}_stage{rank}_requested_mib": f"{requested:.1f}",
-                       f"{variant}_stage{rank}_disk_mib": f"{disk:.1f}",
-                       f"{variant}_stage{rank}_s": f"{stage['seconds']:.3f}"}
+    for kind in kinds:
+        for rank in (0, 1):
+            row = {}
+            for variant in roots:
+                stage = runs[variant][rank][kind]
+                row[variant] = (len(stage["tensors"]), sum(sizes[n] for n in stage["read"]) / 2**20,
+                                stage["disk_bytes"] / 2**20, stage["seconds"])
+                fields |= {f"{kind}_stage{rank}_disk_mib_{variant}": f"{row[variant][2]:.1f}",
+                           f"{kind}_stage{rank}_s_{variant}": f"{row[variant][3]:.3f}"}
+            (ts, rs, ds, ss), (tf, rf, df, sf) = row["stock"], row["fix"]
+            requested = "-" if kind in UNNAMED else f"{rs:.1f} / {rf:.1f}"
+            print(f"{kind:16} {rank:>5} {f'{ts} / {tf}':>15} {requested:>15} "
+                  f"{f'{ds:.1f} / {df:.1f}':>15} {f'{ss:.3f} / {sf:.3f}':>15}", flush=True)
     print(" ".join(f"{k}={v}" for k, v in fields.items()))
 
 

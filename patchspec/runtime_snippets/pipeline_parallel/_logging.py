@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Loggers under vLLM's ``vllm`` logger, so they use its handlers and format without importing vLLM."""
+"""Loggers under vLLM's ``vllm`` logger, so they use its handlers and format without
+importing vLLM."""
+
 import logging
 
 __all__ = ["get_logger"]

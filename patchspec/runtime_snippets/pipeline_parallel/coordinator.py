@@ -1,25 +1,30 @@
 # SPDX-License-Identifier: Apache-2.0
-"""vLLM's own pipeline path through the stage transfer: the PP ``GroupCoordinator``'s tensor dicts.
+"""vLLM's own pipeline path through the stage transfer: the PP ``GroupCoordinator``'s
+tensor dicts.
 
-vLLM's worker (``Worker.execute_model``) sends a non-last stage's IntermediateTensors with
-``get_pp_group().isend_tensor_dict`` and receives them with ``irecv_tensor_dict``. Stock, the metadata
-goes through ``send_object`` (pickle: whoever reaches the gloo port makes the receiver unpickle), a dead
-peer blocks the receiver forever, and nothing notices a pipeline out of step. On the PP coordinator
-(``parallel_state._PP``, more than one stage) the wrapped methods use :class:`StageTransfer` instead:
+vLLM's worker (``Worker.execute_model``) sends a non-last stage's IntermediateTensors
+with ``get_pp_group().isend_tensor_dict`` and receives them with ``irecv_tensor_dict``.
+Stock, the metadata goes through ``send_object`` (pickle: whoever reaches the gloo port
+makes the receiver unpickle), a dead peer blocks the receiver forever, and nothing
+notices a pipeline out of step. On the PP coordinator (``parallel_state._PP``, more than
+one stage) the wrapped methods use :class:`StageTransfer` instead:
 
-- ``isend_tensor_dict`` copies the tensors into the transfer and returns its handle; vLLM waits for
-  the returned handles a step later, as before (0.30 waits ``handles[1:]``, 0.26 all of them).
-- ``irecv_tensor_dict`` returns an empty dict and one handle; vLLM waits for it when the runner first
-  reads the tensors (``AsyncIntermediateTensors``), and the wait receives them. ``expect_tokens``, called
-  by the runner with the step's padded token count before that, is what the sender's count must equal.
-- A stage that sends also watches its next stage's connection (``_Watch``): when that stage dies, this
-  worker logs :class:`PipelinePeerError` and stops, so vLLM's executor, which hears only from the last
-  stage, fails the engine at once (with ``wakeup.py``) instead of after
-  ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``.
+- ``isend_tensor_dict`` copies the tensors into the transfer and returns its handle;
+  vLLM waits for the returned handles a step later, as before (0.30 waits
+  ``handles[1:]``, 0.26 all of them).
+- ``irecv_tensor_dict`` returns an empty dict and one handle; vLLM waits for it when the
+  runner first reads the tensors (``AsyncIntermediateTensors``), and the wait receives
+  them. ``expect_tokens``, called by the runner with the step's padded token count
+  before that, is what the sender's count must equal.
+- A stage that sends also watches its next stage's connection (``_Watch``): when that
+  stage dies, this worker logs :class:`PipelinePeerError` and stops, so vLLM's executor,
+  which hears only from the last stage, fails the engine at once (with ``wakeup.py``)
+  instead of after ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``.
 
-Other groups, pipeline size 1 and a residual scattered by sequence parallelism (the wire carries whole
-token-major tensors only) take vLLM's own path.
+Other groups, pipeline size 1 and a residual scattered by sequence parallelism (the wire
+carries whole token-major tensors only) take vLLM's own path.
 """
+
 from __future__ import annotations
 
 import functools
@@ -37,37 +42,57 @@ from ._logging import get_logger
 from .errors import PipelinePeerError
 from .transfer import StageTransfer
 
-__all__ = ["expect_tokens", "routed_destroy", "routed_irecv_tensor_dict", "routed_isend_tensor_dict"]
+__all__ = [
+    "expect_tokens",
+    "routed_destroy",
+    "routed_irecv_tensor_dict",
+    "routed_isend_tensor_dict",
+]
 
 logger = get_logger(__name__)
 
-_WATCH_TAG = 0x5051  # never sent on: a receive posted on it ends only when the peer's connection does
+# Never sent on: a receive posted on it ends only when the peer's connection does.
+_WATCH_TAG = 0x5051
 _WATCH_FOREVER = timedelta(days=30)
-_EXIT_GRACE_S = 10.0  # after SIGTERM, how long the worker may take to exit before it is ended
+_EXIT_GRACE_S = (
+    10.0  # after SIGTERM, how long the worker may take to exit before it is ended
+)
 
 
 class _Watch:
-    """A receive from the next stage that no message ever completes: it fails when that stage's
-    connection closes, and then stops this worker (unless the group is being destroyed)."""
+    """A receive from the next stage that no message ever completes: it fails when that
+    stage's connection closes, and then stops this worker (unless the group is being
+    destroyed)."""
 
     def __init__(self, group, next_stage: int):
         self.closing = False
         self._next_stage = next_stage
-        self._work = dist.irecv(torch.empty(1, dtype=torch.int64), group=group.cpu_group,
-                                group_src=next_stage, tag=_WATCH_TAG)
-        threading.Thread(target=self._run, daemon=True, name="PipelineStageWatch").start()
+        self._work = dist.irecv(
+            torch.empty(1, dtype=torch.int64),
+            group=group.cpu_group,
+            group_src=next_stage,
+            tag=_WATCH_TAG,
+        )
+        threading.Thread(
+            target=self._run, daemon=True, name="PipelineStageWatch"
+        ).start()
 
     def _run(self) -> None:
         try:
             self._work.wait(_WATCH_FOREVER)
         except RuntimeError as e:
             if not self.closing:
-                _stop_worker(PipelinePeerError(
-                    f"pipeline transfer: pipeline stage {self._next_stage} is gone (its connection closed): {e}"))
+                _stop_worker(
+                    PipelinePeerError(
+                        f"pipeline transfer: pipeline stage {self._next_stage} is gone "
+                        f"(its connection closed): {e}"
+                    )
+                )
 
 
 def _stop_worker(error: PipelinePeerError) -> None:
-    """Log ``error`` and end this process: SIGTERM first (vLLM's worker exits cleanly on it), then for good."""
+    """Log ``error`` and end this process: SIGTERM first (vLLM's worker exits cleanly on
+    it), then for good."""
     logger.error("%s: %s; stopping this worker", type(error).__name__, error)
     threading.Timer(_EXIT_GRACE_S, os._exit, args=(1,)).start()
     os.kill(os.getpid(), signal.SIGTERM)
@@ -82,9 +107,14 @@ class _Link:
         tp = get_tp_group()
         device = torch.device(group.device)
         sync = None if device.type == "cpu" else getattr(torch, device.type).synchronize
-        self.transfer = StageTransfer(group, tp if tp.world_size > 1 else None, device=device, wait_device=sync,
-                                      timeout_s=envs.VLLM_PP_TRANSFER_TIMEOUT_S,
-                                      stats_every=envs.VLLM_PP_TRANSFER_STATS_EVERY)
+        self.transfer = StageTransfer(
+            group,
+            tp if tp.world_size > 1 else None,
+            device=device,
+            wait_device=sync,
+            timeout_s=envs.VLLM_PP_TRANSFER_TIMEOUT_S,
+            stats_every=envs.VLLM_PP_TRANSFER_STATS_EVERY,
+        )
         self.next_stage = (group.rank_in_group + 1) % group.world_size
         self.prev_stage = (group.rank_in_group - 1) % group.world_size
         self.watch: _Watch | None = None
@@ -94,14 +124,22 @@ class _Link:
             self.watch = _Watch(group, self.next_stage)
 
 
-def _link(group, peer: int | None, sending: bool, all_gather_tensors: dict | None) -> _Link | None:
-    """The group's link when this call is stage-to-stage traffic of the PP group, else None."""
+def _link(
+    group, peer: int | None, sending: bool, all_gather_tensors: dict | None
+) -> _Link | None:
+    """The group's link when this call is stage-to-stage traffic of the PP group, else
+    None."""
     from vllm.distributed import parallel_state
 
-    if group is not parallel_state._PP or group.world_size == 1 or not dist.is_initialized():
+    if (
+        group is not parallel_state._PP
+        or group.world_size == 1
+        or not dist.is_initialized()
+    ):
         return None
     if all_gather_tensors and not all(all_gather_tensors.values()):
-        return None  # sequence parallelism scatters the residual: not token-major, vLLM's path
+        # sequence parallelism scatters the residual: not token-major, vLLM's path
+        return None
     link = group.__dict__.get("_patchspec_link")
     if link is None:
         link = group._patchspec_link = _Link(group)
@@ -112,23 +150,32 @@ def _link(group, peer: int | None, sending: bool, all_gather_tensors: dict | Non
 
 def routed_isend_tensor_dict(fn):
     """For ``wrap`` on ``GroupCoordinator.isend_tensor_dict``."""
+
     @functools.wraps(fn)
-    def isend_tensor_dict(self, tensor_dict: dict[str, Any], dst: int | None = None,
-                          all_gather_group=None, all_gather_tensors: dict[str, bool] | None = None):
+    def isend_tensor_dict(
+        self,
+        tensor_dict: dict[str, Any],
+        dst: int | None = None,
+        all_gather_group=None,
+        all_gather_tensors: dict[str, bool] | None = None,
+    ):
         link = _link(self, dst, True, all_gather_tensors)
         if link is None:
             return fn(self, tensor_dict, dst, all_gather_group, all_gather_tensors)
         link.watch_next(self)
         num_tokens = next(iter(tensor_dict.values())).shape[0]
         handle = link.transfer.isend(dict(tensor_dict), num_tokens)
-        # vLLM 0.30 waits handles[1:] (the tensor sends) and reaps handles[0] (the metadata) itself; one
-        # message carries both here, and waiting twice is harmless.
+        # vLLM 0.30 waits handles[1:] (the tensor sends) and reaps handles[0] (the
+        # metadata) itself; one message carries both here, and waiting twice is
+        # harmless.
         return [handle, handle]
+
     return isend_tensor_dict
 
 
 class _PendingRecv:
-    """The handle ``irecv_tensor_dict`` returns: waiting receives the message into ``tensors``."""
+    """The handle ``irecv_tensor_dict`` returns: waiting receives the message into
+    ``tensors``."""
 
     def __init__(self, link: _Link, tensors: dict[str, torch.Tensor]):
         self._link = link
@@ -147,31 +194,40 @@ class _PendingRecv:
 
 def routed_irecv_tensor_dict(fn):
     """For ``wrap`` on ``GroupCoordinator.irecv_tensor_dict``."""
+
     @functools.wraps(fn)
-    def irecv_tensor_dict(self, src: int | None = None, all_gather_group=None,
-                          all_gather_tensors: dict[str, bool] | None = None):
+    def irecv_tensor_dict(
+        self,
+        src: int | None = None,
+        all_gather_group=None,
+        all_gather_tensors: dict[str, bool] | None = None,
+    ):
         link = _link(self, src, False, all_gather_tensors)
         if link is None:
             return fn(self, src, all_gather_group, all_gather_tensors)
         tensors: dict[str, torch.Tensor] = {}
         return tensors, [_PendingRecv(link, tensors)], []
+
     return irecv_tensor_dict
 
 
 def expect_tokens(intermediate_tensors, num_tokens: int) -> None:
-    """Where the runner knows the step's padded token count, before it reads the received tensors:
-    the previous stage must have sent exactly that many."""
+    """Where the runner knows the step's padded token count, before it reads the
+    received tensors: the previous stage must have sent exactly that many."""
     for handle in getattr(intermediate_tensors, "_comm_handles", None) or ():
         if isinstance(handle, _PendingRecv):
             handle.expected_tokens = num_tokens
 
 
 def routed_destroy(fn):
-    """For ``wrap`` on ``GroupCoordinator.destroy``: the watched connection closes now on purpose."""
+    """For ``wrap`` on ``GroupCoordinator.destroy``: the watched connection closes now
+    on purpose."""
+
     @functools.wraps(fn)
     def destroy(self):
         link = self.__dict__.get("_patchspec_link")
         if link is not None and link.watch is not None:
             link.watch.closing = True
         return fn(self)
+
     return destroy

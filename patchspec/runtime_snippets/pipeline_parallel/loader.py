@@ -1,70 +1,180 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Per-stage checkpoint loading: every stage skips the tensors of the layers it does not own before reading.
+"""Per-stage checkpoint loading: each stage skips the tensors of the layers it does
+not own before reading them.
 
-Stock vLLM reads every checkpoint tensor on every stage and drops the layers the stage does not hold
-afterwards. The safetensors iterators ask ``ep_weight_filter.should_skip_weight`` about each name before
-reading its tensor, so wrapping it (``skip_unowned_layers``) skips them there. The ``.pt`` iterators load
-a file at a time: they map it (``mmap_checkpoint``) and yield only owned tensors
-(``owned_weights_only``), so the other stages' storages are never paged in. The numpy cache skips a
-name before opening its file (``owns_weight``). A stage owns the decoder layers that ``get_pp_indices``
-gives it
-(``VLLM_PP_LAYER_PARTITION`` included). Only ``<checkpoint prefix>.layers.<i>.*`` names are skipped:
-embeddings, final norm and LM head follow the model's own rules. Layers numbered past the decoder (the
-MTP layers of DeepSeek- and GLM-class checkpoints) belong to no stage: without a speculative config the
-models drop them after reading, so every stage skips them; speculative decoding, which drafts with them,
-loads as before. Multimodal, encoder-decoder and speculative set-ups load every tensor, with one log
-line saying why.
+Stock vLLM reads every checkpoint tensor on every stage and drops the layers the
+stage does not hold afterwards. The hooks, from the earliest:
+
+- ``owned_files``: where the default loader forms its list of safetensors files,
+  drop the files that hold no tensor this stage owns (read from their headers).
+  Every safetensors iterator and strategy takes that list: lazy, eager, prefetch,
+  multithreaded, fastsafetensors, instanttensor.
+- Within a file that holds owned and other tensors: the lazy iterator asks
+  ``ep_weight_filter.should_skip_weight`` about each name before reading it
+  (``skip_unowned_layers``); the multithreaded one reads the owned tensors only
+  (``owned_tensors``); the eager strategy reads the owned byte spans only
+  (``owned_bytes``), and so does prefetch (``prefetched_owned_spans``).
+  fastsafetensors and instanttensor read each file they are given whole.
+- The ``.pt`` iterators load a file at a time: they map it (``mmap_checkpoint``)
+  and yield only owned tensors (``owned_weights_only``), so the other stages'
+  storages are never paged in. The numpy cache skips a name before opening its
+  file (``owns_weight``).
+
+A stage owns the decoder layers that ``get_pp_indices`` gives it
+(``VLLM_PP_LAYER_PARTITION`` included). Only ``<prefix>.layers.<i>.*`` names are
+skipped: embeddings, final norm and LM head follow the model's own rules. Layers
+numbered past the decoder (the MTP layers of DeepSeek- and GLM-class checkpoints)
+belong to no stage: without a speculative config the models drop them after
+reading, so every stage skips them; speculative decoding, which drafts with them,
+loads as before. Multimodal, encoder-decoder and speculative set-ups load every
+tensor, with one log line saying why.
 """
+
 from __future__ import annotations
 
 import functools
+import io
+import json
 import os
 import re
+import struct
 import zipfile
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import IO, Any
 
 from ._logging import get_logger
 
-__all__ = ["mmap_checkpoint", "owned_layers", "owned_weights_only", "owns_weight", "skip_unowned_layers"]
+__all__ = [
+    "mmap_checkpoint",
+    "owned_bytes",
+    "owned_files",
+    "owned_layers",
+    "owned_tensors",
+    "owned_weights_only",
+    "owns_weight",
+    "prefetched_owned_spans",
+    "skip_unowned_layers",
+]
 
 logger = get_logger(__name__)
 
-# The first "layers.<i>." component of a name: its decoder layer under the checkpoint's own prefix.
+# The first "layers.<i>." component of a name: its decoder layer under the
+# checkpoint's own prefix.
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 
 
-def skip_unowned_layers(should_skip_weight: Callable[..., bool]) -> Callable[..., bool]:
-    """``wrap`` of ``should_skip_weight``: also skip tensors of decoder layers another stage owns."""
+def skip_unowned_layers(
+    should_skip_weight: Callable[..., bool],
+) -> Callable[..., bool]:
+    """``wrap`` of ``should_skip_weight``: also skip the tensors of decoder layers
+    another stage owns."""
+
     @functools.wraps(should_skip_weight)
     def should_skip(weight_name: str, *args: Any, **kwargs: Any) -> bool:
-        return should_skip_weight(weight_name, *args, **kwargs) or not owns_weight(weight_name)
+        return should_skip_weight(weight_name, *args, **kwargs) or not owns_weight(
+            weight_name
+        )
+
     return should_skip
 
 
 def owned_weights_only(
-        iterator: Callable[..., Iterator[tuple[str, Any]]]) -> Callable[..., Iterator[tuple[str, Any]]]:
-    """``wrap`` of a weight iterator: yield only the tensors this stage owns (all of them at size 1)."""
+    iterator: Callable[..., Iterator[tuple[str, Any]]],
+) -> Callable[..., Iterator[tuple[str, Any]]]:
+    """``wrap`` of a weight iterator: yield only the tensors this stage owns (all
+    of them at size 1)."""
+
     @functools.wraps(iterator)
     def owned(*args: Any, **kwargs: Any) -> Iterator[tuple[str, Any]]:
         for name, tensor in iterator(*args, **kwargs):
             if owns_weight(name):
                 yield name, tensor
+
     return owned
 
 
 def mmap_checkpoint(path: str) -> bool | None:
-    """``torch.load``'s ``mmap`` for a ``.pt`` file: mapped when this stage skips layers and the file is a
-    zip archive (``torch.save``'s format since torch 1.6; older ones cannot be mapped), so only the
-    tensors it keeps are read; else None, torch's default."""
+    """``torch.load``'s ``mmap`` for a ``.pt`` file: mapped when this stage skips
+    layers and the file is a zip archive (``torch.save``'s format since torch 1.6;
+    older ones cannot be mapped), so only the tensors it keeps are read; else None,
+    torch's default."""
     if owned_layers() is None or not zipfile.is_zipfile(path):
         return None
     return True
 
 
+def owned_files(files: list[str], use_safetensors: bool) -> list[str]:
+    """The checkpoint files this stage opens: with safetensors, those whose header
+    names a tensor it owns; every file otherwise (``.bin`` files are filtered
+    tensor by tensor)."""
+    if not use_safetensors or owned_layers() is None:
+        return files
+    kept = [f for f in files if any(owns_weight(n) for n in _header(f)[0])]
+    if len(kept) < len(files):
+        logger.info(
+            "pipeline stage opens %d of %d checkpoint files", len(kept), len(files)
+        )
+    return kept
+
+
+def owned_tensors(path: str) -> dict[str, Any] | None:
+    """What ``safetensors.torch.load_file`` returns, the other stages' tensors
+    left unread; None when this stage owns the whole file."""
+    if _owned_spans(path) is None:
+        return None
+    from safetensors.torch import safe_open
+
+    with safe_open(path, framework="pt", device="cpu") as f:
+        names = [name for name in f.keys() if owns_weight(name)]  # noqa: SIM118
+        return {name: f.get_tensor(name) for name in names}
+
+
+def owned_bytes(f: IO[bytes]) -> IO[bytes]:
+    """The open safetensors file as the eager strategy reads it whole: unchanged
+    when this stage owns every tensor in it, else a buffer in the same format
+    holding only the tensors it owns, read from their byte spans alone."""
+    if owned_layers() is None:
+        return f
+    header, base, metadata = _header(f.name)
+    owned = sorted(
+        (spec["data_offsets"], name)
+        for name, spec in header.items()
+        if owns_weight(name)
+    )
+    if len(owned) == len(header):
+        return f
+    new_header: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
+    data = bytearray()
+    for (start, end), name in owned:
+        f.seek(base + start)
+        new_header[name] = {
+            **header[name],
+            "data_offsets": [len(data), len(data) + end - start],
+        }
+        data += f.read(end - start)
+    encoded = json.dumps(new_header).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    return io.BytesIO(struct.pack("<Q", len(encoded)) + encoded + data)
+
+
+def prefetched_owned_spans(file_path: str, block_size: int) -> bool:
+    """Prefetch into the page cache only the byte spans of the tensors this stage
+    owns, in blocks of ``block_size``; False (prefetch the whole file) when it
+    owns the whole file."""
+    spans = _owned_spans(file_path)
+    if spans is None:
+        return False
+    with open(file_path, "rb") as f:
+        for start, end in spans:
+            f.seek(start)
+            while start < end and (block := f.read(min(block_size, end - start))):
+                start += len(block)
+    return True
+
+
 def owns_weight(weight_name: str) -> bool:
-    """Whether this stage loads ``weight_name``: every name but the decoder layers of other stages and the
-    layers past the decoder."""
+    """Whether this stage loads ``weight_name``: every name but the decoder layers
+    of other stages and the layers past the decoder."""
     owned = owned_layers()
     if owned is None:
         return True
@@ -77,14 +187,18 @@ def owns_weight(weight_name: str) -> bool:
 
 
 def owned_layers() -> tuple[int, int, int] | None:
-    """``(start, end, num_layers)`` of this stage's decoder layers, or None to load every tensor."""
+    """``(start, end, num_layers)`` of this stage's decoder layers, or None to
+    load every tensor."""
     from vllm.config import get_current_vllm_config_or_none
     from vllm.distributed import parallel_state
 
     config = get_current_vllm_config_or_none()
     if config is None:
-        if parallel_state.model_parallel_is_initialized() and parallel_state.get_pp_group().world_size > 1:
-            return _load_everything("no vLLM config is current while the weights load")
+        if (
+            parallel_state.model_parallel_is_initialized()
+            and parallel_state.get_pp_group().world_size > 1
+        ):
+            return _load_everything("no vLLM config is current while weights load")
         return None
     if config.parallel_config.pipeline_parallel_size == 1:
         return None
@@ -96,23 +210,67 @@ def owned_layers() -> tuple[int, int, int] | None:
     if model.is_encoder_decoder:
         return _load_everything(f"{model.model} is an encoder-decoder model")
     if config.speculative_config is not None:
-        return _load_everything("speculative decoding loads a draft model from the same checkpoint")
+        return _load_everything(
+            "speculative decoding loads a draft model from the same checkpoint"
+        )
     num_layers = getattr(model.hf_text_config, "num_hidden_layers", None)
     if not isinstance(num_layers, int):
         return _load_everything(f"{model.model} declares no num_hidden_layers")
     group = parallel_state.get_pp_group()
-    # The partition variable is part of the key: get_pp_indices reads it (and logs) on every call.
-    return _stage_range(num_layers, group.rank_in_group, group.world_size,
-                        os.environ.get("VLLM_PP_LAYER_PARTITION"))
+    # The partition variable is part of the key: get_pp_indices reads it (and
+    # logs) on every call.
+    return _stage_range(
+        num_layers,
+        group.rank_in_group,
+        group.world_size,
+        os.environ.get("VLLM_PP_LAYER_PARTITION"),
+    )
+
+
+def _owned_spans(path: str) -> list[tuple[int, int]] | None:
+    """The file byte spans of the tensors this stage owns in a safetensors file,
+    in file order with adjacent ones merged; None when it owns every tensor."""
+    if owned_layers() is None:
+        return None
+    header, base, _ = _header(path)
+    spans = sorted(
+        spec["data_offsets"] for name, spec in header.items() if owns_weight(name)
+    )
+    if len(spans) == len(header):
+        return None
+    merged: list[tuple[int, int]] = []
+    for start, end in spans:
+        if merged and merged[-1][1] == base + start:
+            merged[-1] = (merged[-1][0], base + end)
+        else:
+            merged.append((base + start, base + end))
+    return merged
+
+
+def _header(path: str) -> tuple[dict[str, Any], int, dict[str, str] | None]:
+    """A safetensors file's tensor entries, where its data starts and its
+    metadata; only the header is read."""
+    with open(path, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+    return header, 8 + size, header.pop("__metadata__", None)
 
 
 @functools.lru_cache(maxsize=None)
-def _stage_range(num_layers: int, rank: int, size: int, partition: str | None) -> tuple[int, int, int]:
+def _stage_range(
+    num_layers: int, rank: int, size: int, partition: str | None
+) -> tuple[int, int, int]:
     from vllm.distributed.utils import get_pp_indices
 
     start, end = get_pp_indices(num_layers, rank, size)
-    logger.info("pipeline stage %d/%d reads decoder layers %d-%d of %d from the checkpoint",
-                rank, size, start, end - 1, num_layers)
+    logger.info(
+        "pipeline stage %d/%d reads decoder layers %d-%d of %d from the checkpoint",
+        rank,
+        size,
+        start,
+        end - 1,
+        num_layers,
+    )
     return start, end, num_layers
 
 

@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Start-up guard: no stage may start on a layer that reuses state computed by an earlier layer.
+"""Start-up guard: no stage may start on a layer that reuses state computed by an
+earlier layer.
 
-DeepSeek sparse attention can share its indexer: a "shared" layer reuses the top-k positions of the
-last layer that ran a full indexer. That state never crosses a stage boundary, so a stage starting on
-a shared layer would read nothing. The spec declares which model families share state and how their
-config says so (``ModelConfig.verify_with_parallel_config`` passes them here); this refuses such a
+DeepSeek sparse attention can share its indexer: a "shared" layer reuses the top-k
+positions of the last layer that ran a full indexer. That state never crosses a stage
+boundary, so a stage starting on a shared layer would read nothing. The spec declares
+which model families share state and how their config says so
+(``ModelConfig.verify_with_parallel_config`` passes them here); this refuses such a
 partition with one line naming the layer and a partition that works.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -20,7 +23,8 @@ __all__ = ["RULES", "refuse_split_shared_state", "valid_partition"]
 
 
 def _index_topk_shared(config: PretrainedConfig, layer: int) -> bool:
-    """DeepSeek V3.2 IndexCache (``index_topk_pattern``, else ``index_topk_freq`` after an offset)."""
+    """DeepSeek V3.2 IndexCache (``index_topk_pattern``, else ``index_topk_freq`` after
+    an offset)."""
     if not hasattr(config, "index_topk"):
         return False
     pattern = getattr(config, "index_topk_pattern", None)
@@ -40,12 +44,15 @@ def _indexer_types_shared(config: PretrainedConfig, layer: int) -> bool:
 RULES = {"index_topk": _index_topk_shared, "indexer_types": _indexer_types_shared}
 
 
-def refuse_split_shared_state(model_config: ModelConfig, parallel_config: ParallelConfig,
-                              families: dict[str, str]) -> None:
-    """Refuse a partition where a stage of this text-only model would start on a state-reusing layer.
+def refuse_split_shared_state(
+    model_config: ModelConfig, parallel_config: ParallelConfig, families: dict[str, str]
+) -> None:
+    """Refuse a partition where a stage of this text-only model would start on a
+    state-reusing layer.
 
-    ``families`` maps a config ``model_type`` to the name of its rule in ``RULES``. NotImplementedError,
-    like vLLM's own check beside the call: pydantic would wrap a ValueError into a many-line report."""
+    ``families`` maps a config ``model_type`` to the name of its rule in ``RULES``.
+    NotImplementedError, like vLLM's own check beside the call: pydantic would wrap a
+    ValueError into a many-line report."""
     pp = parallel_config.pipeline_parallel_size
     config = model_config.hf_text_config
     rule = families.get(getattr(config, "model_type", None))
@@ -58,15 +65,26 @@ def refuse_split_shared_state(model_config: ModelConfig, parallel_config: Parall
     for rank in range(1, pp):
         start, _ = get_pp_indices(num_layers, rank, pp)
         if shared(config, start):
-            partition = valid_partition(num_layers, pp, lambda layer: shared(config, layer))
-            fix = ("no partition avoids it" if partition is None
-                   else "use VLLM_PP_LAYER_PARTITION=" + ",".join(map(str, partition)))
-            raise NotImplementedError(f"pipeline stage {rank} would start on layer {start} of {config.model_type}, "
-                             f"which reuses state ({rule}) from an earlier layer: {fix}")
+            partition = valid_partition(
+                num_layers, pp, lambda layer: shared(config, layer)
+            )
+            fix = (
+                "no partition avoids it"
+                if partition is None
+                else "use VLLM_PP_LAYER_PARTITION=" + ",".join(map(str, partition))
+            )
+            raise NotImplementedError(
+                f"pipeline stage {rank} would start on layer {start} of "
+                f"{config.model_type}, "
+                f"which reuses state ({rule}) from an earlier layer: {fix}"
+            )
 
 
-def valid_partition(num_layers: int, pp: int, shared: Callable[[int], bool]) -> list[int] | None:
-    """Layer counts per stage, as even as possible, whose stages all start on a layer not ``shared``."""
+def valid_partition(
+    num_layers: int, pp: int, shared: Callable[[int], bool]
+) -> list[int] | None:
+    """Layer counts per stage, as even as possible, whose stages all start on a layer
+    not ``shared``."""
     starts = [layer for layer in range(1, num_layers) if not shared(layer)]
     bounds = [0]
     for rank in range(1, pp):

@@ -1,19 +1,23 @@
 # SPDX-License-Identifier: Apache-2.0
 """The HPU runner on a pipeline stage.
 
-vllm-gaudi runs a step's forwards in ``HPUModelRunner.sample_tokens``. On a non-last stage that method
-returns right after preparing the step (``non_last_stage_output``): it runs the same padded forwards,
-each of which sends its IntermediateTensors to the next stage instead of computing logits
-(``sent_to_next_stage``), closes the step's KV-connector work as the full method does, and returns what
-upstream vLLM's non-last ranks return: an output carrying only the KV-connector results, which vLLM's
-``KVOutputAggregator`` needs from every worker. The scheduler returns the sampled tokens to that stage.
-A non-first stage receives the previous stage's tensors before each forward (``stage_input``).
+vllm-gaudi runs a step's forwards in ``HPUModelRunner.sample_tokens``. On a non-last
+stage that method returns right after preparing the step (``non_last_stage_output``): it
+runs the same padded forwards, each of which sends its IntermediateTensors to the next
+stage instead of computing logits (``sent_to_next_stage``), closes the step's
+KV-connector work as the full method does, and returns what upstream vLLM's non-last
+ranks return: an output carrying only the KV-connector results, which vLLM's
+``KVOutputAggregator`` needs from every worker. The scheduler returns the sampled tokens
+to that stage. A non-first stage receives the previous stage's tensors before each
+forward (``stage_input``).
 
-Composition: the early return sits after the KV-connector set-up, so the whole preparation of the step
-is the original code on every stage. Another spec that reorders the batch anchors its code before that
-point (next to ``_ensure_decodes_first``) and then runs on every stage, so all stages see one batch order;
-code anchored after it runs on the last stage only.
+Composition: the early return sits after the KV-connector set-up, so the whole
+preparation of the step is the original code on every stage. Another spec that reorders
+the batch anchors its code before that point (next to ``_ensure_decodes_first``) and
+then runs on every stage, so all stages see one batch order; code anchored after it runs
+on the last stage only.
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,19 +33,30 @@ import torch
 from ._logging import get_logger
 from .transfer import StageTransfer
 
-__all__ = ["STAGES", "Stage", "non_last_stage_output", "sent_to_next_stage", "skip_on_non_last_stage", "stage",
-           "stage_input"]
+__all__ = [
+    "STAGES",
+    "Stage",
+    "non_last_stage_output",
+    "sent_to_next_stage",
+    "skip_on_non_last_stage",
+    "stage",
+    "stage_input",
+]
 
 logger = get_logger(__name__)
 
-# What these hooks use of the target release (checked against its sources, see tests): each entry is a
-# call whose arguments must bind to the release's definition, or a name that must exist.
+# What these hooks use of the target release (checked against its sources, see tests):
+# each entry is a call whose arguments must bind to the release's definition, or a name
+# that must exist.
 USES = {
     "vllm_gaudi/v1/worker/hpu_model_runner.py": [
-        "HPUModelRunner._get_model_mm_inputs(token_ids, seq_len, scheduler_output, req_ids)",
+        "HPUModelRunner._get_model_mm_inputs("
+        "token_ids, seq_len, scheduler_output, req_ids)",
         "HPUModelRunner._configure_lora(token_ids, requests, req_ids, is_prompt)",
-        "HPUModelRunner._execute_model_generic(token_ids, position_ids, attn_metadata, logits_indices, "
-        "kv_caches, lora_logits_mask, lora_mask, inputs_embeds=None, model_mm_kwargs=None, warmup_mode=False)",
+        "HPUModelRunner._execute_model_generic("
+        "token_ids, position_ids, attn_metadata, logits_indices, "
+        "kv_caches, lora_logits_mask, lora_mask, inputs_embeds=None, "
+        "model_mm_kwargs=None, warmup_mode=False)",
         "HPUModelRunner.maybe_wait_for_kv_save()",
         "HPUModelRunner.get_finished_kv_transfers(scheduler_output)",
         "HPUModelRunner.get_model()",
@@ -68,12 +83,14 @@ USES = {
 @dataclass
 class Stage:
     """This worker's place in the pipeline and its link to the neighbouring stages."""
+
     is_first: bool
     is_last: bool
     transfer: StageTransfer
 
 
-# Each runner's stage, built from vLLM's groups on first use (or registered by whoever built it).
+# Each runner's stage, built from vLLM's groups on first use (or registered by whoever
+# built it).
 STAGES: weakref.WeakKeyDictionary[Any, Stage] = weakref.WeakKeyDictionary()
 
 
@@ -88,123 +105,229 @@ def stage(runner: Any) -> Stage | None:
 
 
 def _helpers(runner: Any) -> ModuleType:
-    """The runner's own module, whose imports (``htorch``, ``shallow_tuple``, the KV-transfer accessors)
-    the hooks use, so that they run with whatever the runner runs with."""
+    """The runner's own module, whose imports (``htorch``, ``shallow_tuple``, the
+    KV-transfer accessors) the hooks use, so that they run with whatever the runner runs
+    with."""
     return sys.modules[type(runner).__module__]
 
 
 def _stage_from_vllm(runner: Any) -> Stage:
     from vllm.distributed.parallel_state import get_pp_group, get_tp_group
+
     pp, device = get_pp_group(), torch.device(runner.device)
-    # received tensors are copied to the device from a reused host buffer: wait before it is reused;
-    # HPU lazy mode breaks the graph before each collective, as vllm-gaudi's communicator does
+    # received tensors are copied to the device from a reused host buffer: wait before
+    # it is reused; HPU lazy mode breaks the graph before each collective, as
+    # vllm-gaudi's communicator does
     sync = None if device.type == "cpu" else getattr(torch, device.type).synchronize
     mark_step = _helpers(runner).htorch.core.mark_step if device.type == "hpu" else None
-    transfer = StageTransfer(pp, get_tp_group(), device=device, wait_device=sync, mark_step=mark_step)
+    transfer = StageTransfer(
+        pp, get_tp_group(), device=device, wait_device=sync, mark_step=mark_step
+    )
     logger.info("pipeline stage %d of %d", pp.rank_in_group, pp.world_size)
     return Stage(pp.is_first_rank, pp.is_last_rank, transfer)
 
 
-def stage_input(runner: Any, token_ids: torch.Tensor, warmup_mode: bool) -> dict[str, torch.Tensor] | None:
-    """The previous stage's tensors for this forward, as a plain dict (the HPU graph wrapper hashes its
-    arguments and only sees plain tensors); zeros of the right shapes during warm-up, which must not wait
-    on a peer that is warming up too; None on the first stage."""
+def stage_input(
+    runner: Any, token_ids: torch.Tensor, warmup_mode: bool
+) -> dict[str, torch.Tensor] | None:
+    """The previous stage's tensors for this forward, as a plain dict (the HPU graph
+    wrapper hashes its arguments and only sees plain tensors); zeros of the right shapes
+    during warm-up, which must not wait on a peer that is warming up too; None on the
+    first stage."""
     found = stage(runner)
     if found is None or found.is_first:
         return None
     if warmup_mode:
-        zeros = runner.get_model().make_empty_intermediate_tensors(batch_size=token_ids.numel(),
-                                                                   dtype=runner.dtype, device=runner.device)
+        zeros = runner.get_model().make_empty_intermediate_tensors(
+            batch_size=token_ids.numel(), dtype=runner.dtype, device=runner.device
+        )
         return dict(zeros.tensors)
     return found.transfer.recv(token_ids.numel())
 
 
-def sent_to_next_stage(runner: Any, output: Any, token_ids: torch.Tensor, warmup_mode: bool) -> bool:
-    """On a non-last stage, send the forward's IntermediateTensors on (not during warm-up) and tell the
-    caller to return before the logits, which a non-last stage cannot compute."""
+def sent_to_next_stage(
+    runner: Any, output: Any, token_ids: torch.Tensor, warmup_mode: bool
+) -> bool:
+    """On a non-last stage, send the forward's IntermediateTensors on (not during
+    warm-up) and tell the caller to return before the logits, which a non-last stage
+    cannot compute."""
     found = stage(runner)
     if found is None or found.is_last:
         return False
     if not warmup_mode:
-        found.transfer.isend({key: _token_major(value, token_ids) for key, value in output.tensors.items()},
-                             token_ids.numel())
+        found.transfer.isend(
+            {
+                key: _token_major(value, token_ids)
+                for key, value in output.tensors.items()
+            },
+            token_ids.numel(),
+        )
     return True
 
 
 def _token_major(tensor: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
-    """``tensor`` with one leading dimension of tokens, as the wire wants it: the model's outputs are laid
-    out like its input ids, ``[batch, seq, ...]`` or already flat."""
-    if tensor.shape[:token_ids.dim()] == token_ids.shape:
+    """``tensor`` with one leading dimension of tokens, as the wire wants it: the
+    model's outputs are laid out like its input ids, ``[batch, seq, ...]`` or already
+    flat."""
+    if tensor.shape[: token_ids.dim()] == token_ids.shape:
         return tensor.flatten(0, token_ids.dim() - 1)
     return tensor
 
 
-def non_last_stage_output(runner: Any, scheduler_output: Any, pd_info: Any, prefill_input_data: tuple,
-                          decode_input_data: tuple, warmup_mode: bool) -> Any:
-    """On a non-last stage, run the prepared step's forwards, close the step as ``sample_tokens`` does and
-    return upstream's non-last-rank output (the caller returns it); None elsewhere (the caller goes on)."""
+def non_last_stage_output(
+    runner: Any,
+    scheduler_output: Any,
+    pd_info: Any,
+    prefill_input_data: tuple,
+    decode_input_data: tuple,
+    warmup_mode: bool,
+) -> Any:
+    """On a non-last stage, run the prepared step's forwards, close the step as
+    ``sample_tokens`` does and return upstream's non-last-rank output (the caller
+    returns it); None elsewhere (the caller goes on)."""
     found = stage(runner)
     if found is None or found.is_last:
         return None
     from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput
+
     module = _helpers(runner)
-    _run_forwards(runner, module, scheduler_output, pd_info, prefill_input_data, decode_input_data, warmup_mode)
+    _run_forwards(
+        runner,
+        module,
+        scheduler_output,
+        pd_info,
+        prefill_input_data,
+        decode_input_data,
+        warmup_mode,
+    )
     finished_sending, finished_recving = set[str](), set[str]()
     if not warmup_mode:
         runner.maybe_wait_for_kv_save()
-        finished_sending, finished_recving = runner.get_finished_kv_transfers(scheduler_output)
-    kv_connector_output = KVConnectorOutput(finished_sending=finished_sending, finished_recving=finished_recving)
+        finished_sending, finished_recving = runner.get_finished_kv_transfers(
+            scheduler_output
+        )
+    kv_connector_output = KVConnectorOutput(
+        finished_sending=finished_sending, finished_recving=finished_recving
+    )
     if module.has_kv_transfer_group():
         module.get_kv_transfer_group().clear_connector_metadata()
     return ModelRunnerOutput.with_kv_conn_output_only(kv_connector_output)
 
 
-def _run_forwards(runner: Any, module: ModuleType, scheduler_output: Any, pd_info: Any, prefill_input_data: tuple,
-                  decode_input_data: tuple, warmup_mode: bool) -> None:
-    """The step's padded forwards in the order of ``sample_tokens``: prefill chunks, data-parallel dummy
-    prefills, then the decode batch or else a data-parallel dummy decode."""
+def _run_forwards(
+    runner: Any,
+    module: ModuleType,
+    scheduler_output: Any,
+    pd_info: Any,
+    prefill_input_data: tuple,
+    decode_input_data: tuple,
+    warmup_mode: bool,
+) -> None:
+    """The step's padded forwards in the order of ``sample_tokens``: prefill chunks,
+    data-parallel dummy prefills, then the decode batch or else a data-parallel dummy
+    decode."""
     mark_step = module.htorch.core.mark_step
     prefill_data, dummy_prefills = prefill_input_data
     decode_data, dummy_decode = decode_input_data
     if pd_info.prompt_req_ids:
         mark_step()
         for req_id, _, token_ids, position_ids, attn_metadata, logits_indices, _ in zip(
-                *module.shallow_tuple(prefill_data)):
-            inputs_embeds, model_mm_kwargs = runner._get_model_mm_inputs(token_ids, token_ids.shape[-1],
-                                                                         scheduler_output, req_id)
-            lora_mask, lora_logits_mask = runner._configure_lora(token_ids, runner.requests, req_id, True)
-            _forward(runner, mark_step, token_ids, position_ids, attn_metadata, logits_indices, lora_logits_mask,
-                     lora_mask, inputs_embeds=inputs_embeds, model_mm_kwargs=model_mm_kwargs,
-                     warmup_mode=warmup_mode)
+            *module.shallow_tuple(prefill_data)
+        ):
+            inputs_embeds, model_mm_kwargs = runner._get_model_mm_inputs(
+                token_ids, token_ids.shape[-1], scheduler_output, req_id
+            )
+            lora_mask, lora_logits_mask = runner._configure_lora(
+                token_ids, runner.requests, req_id, True
+            )
+            _forward(
+                runner,
+                mark_step,
+                token_ids,
+                position_ids,
+                attn_metadata,
+                logits_indices,
+                lora_logits_mask,
+                lora_mask,
+                inputs_embeds=inputs_embeds,
+                model_mm_kwargs=model_mm_kwargs,
+                warmup_mode=warmup_mode,
+            )
     if dummy_prefills is not None:
         for _, _, token_ids, position_ids, attn_metadata, logits_indices, _ in zip(
-                *module.shallow_tuple(dummy_prefills)):
-            _forward(runner, mark_step, token_ids, position_ids, attn_metadata, logits_indices, None, None,
-                     warmup_mode=warmup_mode)
+            *module.shallow_tuple(dummy_prefills)
+        ):
+            _forward(
+                runner,
+                mark_step,
+                token_ids,
+                position_ids,
+                attn_metadata,
+                logits_indices,
+                None,
+                None,
+                warmup_mode=warmup_mode,
+            )
     if pd_info.decode_req_ids:
-        lora_mask, lora_logits_mask = runner._configure_lora(decode_data.token_ids, runner.requests,
-                                                             pd_info.decode_req_ids, False)
-        _forward(runner, mark_step, decode_data.token_ids, decode_data.position_ids, decode_data.attn_metadata,
-                 decode_data.logits_indices, lora_logits_mask, lora_mask, warmup_mode=warmup_mode)
+        lora_mask, lora_logits_mask = runner._configure_lora(
+            decode_data.token_ids, runner.requests, pd_info.decode_req_ids, False
+        )
+        _forward(
+            runner,
+            mark_step,
+            decode_data.token_ids,
+            decode_data.position_ids,
+            decode_data.attn_metadata,
+            decode_data.logits_indices,
+            lora_logits_mask,
+            lora_mask,
+            warmup_mode=warmup_mode,
+        )
     elif dummy_decode is not None:
-        _forward(runner, mark_step, dummy_decode.token_ids, dummy_decode.position_ids, dummy_decode.attn_metadata,
-                 dummy_decode.logits_indices, None, None, warmup_mode=warmup_mode)
+        _forward(
+            runner,
+            mark_step,
+            dummy_decode.token_ids,
+            dummy_decode.position_ids,
+            dummy_decode.attn_metadata,
+            dummy_decode.logits_indices,
+            None,
+            None,
+            warmup_mode=warmup_mode,
+        )
 
 
-def _forward(runner: Any, mark_step: Callable[[], None], token_ids: torch.Tensor, position_ids: torch.Tensor,
-             attn_metadata: Any, logits_indices: torch.Tensor, lora_logits_mask: Any, lora_mask: Any,
-             **kwargs: Any) -> None:
-    """One forward between graph breaks, as ``sample_tokens`` runs it; its outputs leave through
-    ``sent_to_next_stage``."""
+def _forward(
+    runner: Any,
+    mark_step: Callable[[], None],
+    token_ids: torch.Tensor,
+    position_ids: torch.Tensor,
+    attn_metadata: Any,
+    logits_indices: torch.Tensor,
+    lora_logits_mask: Any,
+    lora_mask: Any,
+    **kwargs: Any,
+) -> None:
+    """One forward between graph breaks, as ``sample_tokens`` runs it; its outputs leave
+    through ``sent_to_next_stage``."""
     mark_step()
-    runner._execute_model_generic(token_ids, position_ids, attn_metadata, logits_indices, runner.kv_caches,
-                                  lora_logits_mask, lora_mask, **kwargs)
+    runner._execute_model_generic(
+        token_ids,
+        position_ids,
+        attn_metadata,
+        logits_indices,
+        runner.kv_caches,
+        lora_logits_mask,
+        lora_mask,
+        **kwargs,
+    )
     mark_step()
 
 
 def skip_on_non_last_stage(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """For ``wrap``: a method that computes logits (``warmup_sampler``) does nothing on a non-last stage,
-    whose model has no LM head."""
+    """For ``wrap``: a method that computes logits (``warmup_sampler``) does nothing on
+    a non-last stage, whose model has no LM head."""
+
     @functools.wraps(fn)
     def wrapper(runner: Any, *args: Any, **kwargs: Any) -> Any:
         found = stage(runner)
@@ -212,4 +335,5 @@ def skip_on_non_last_stage(fn: Callable[..., Any]) -> Callable[..., Any]:
             logger.debug("%s skipped: not the last pipeline stage", fn.__name__)
             return None
         return fn(runner, *args, **kwargs)
+
     return wrapper

@@ -1,15 +1,18 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Microbatches for the stages of a pipeline (``Scheduler.schedule``: its RUNNING and WAITING loops).
+"""Microbatches for the stages of a pipeline (``Scheduler.schedule``: its RUNNING and
+WAITING loops).
 
-Without async scheduling the engine core keeps ``pp`` steps in flight, and a request whose step is in
-flight has no token to schedule. Stock vLLM gives every running request to one step, so the next step
-finds none and the stages take turns (6, 0, 6, 0, ... with six requests at size 2). Capping each step at
-ceil(requests / pp) splits them into ``pp`` microbatches that follow each other through the stages.
+Without async scheduling the engine core keeps ``pp`` steps in flight, and a request
+whose step is in flight has no token to schedule. Stock vLLM gives every running request
+to one step, so the next step finds none and the stages take turns (6, 0, 6, 0, ... with
+six requests at size 2). Capping each step at ceil(requests / pp) splits them into
+``pp`` microbatches that follow each other through the stages.
 
-The cap holds for admission from WAITING too: otherwise the first step admits every waiting request and
-the second finds them all in flight, a bubble while the pipeline fills. ``--max-num-seqs`` still bounds
-the total over all microbatches.
+The cap holds for admission from WAITING too: otherwise the first step admits every
+waiting request and the second finds them all in flight, a bubble while the pipeline
+fills. ``--max-num-seqs`` still bounds the total over all microbatches.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -22,24 +25,29 @@ __all__ = ["admission_cap_reached", "running_cap_reached"]
 
 
 def _microbatch(scheduler: Scheduler, requests: int) -> int | None:
-    """Requests one step may schedule out of ``requests``, or None for no cap (size 1, or async
-    scheduling, whose AsyncScheduler already spaces a request's steps ``pp`` apart)."""
+    """Requests one step may schedule out of ``requests``, or None for no cap (size 1,
+    or async scheduling, whose AsyncScheduler already spaces a request's steps ``pp``
+    apart)."""
     pp = scheduler.parallel_config.pipeline_parallel_size
     if pp == 1 or scheduler.scheduler_config.async_scheduling:
         return None
     return -(-min(requests, scheduler.max_num_running_reqs) // pp)
 
 
-def running_cap_reached(scheduler: Scheduler, scheduled_running_reqs: list[Request]) -> bool:
-    """First statement of the RUNNING loop: stop once this step holds its share of the running requests."""
+def running_cap_reached(
+    scheduler: Scheduler, scheduled_running_reqs: list[Request]
+) -> bool:
+    """First statement of the RUNNING loop: stop once this step holds its share of the
+    running requests."""
     cap = _microbatch(scheduler, len(scheduler.running))
     return cap is not None and len(scheduled_running_reqs) >= cap
 
 
 def admission_cap_reached(scheduler: Scheduler, *scheduled: list[Request]) -> bool:
-    """First statement of the WAITING loop: stop admitting once this step (``scheduled``: its running,
-    new and resumed requests so far) holds its share of every request the engine could run. Admission
-    moves a request from waiting to running, so the share stays the same through the loop."""
+    """First statement of the WAITING loop: stop admitting once this step
+    (``scheduled``: its running, new and resumed requests so far) holds its share of
+    every request the engine could run. Admission moves a request from waiting to
+    running, so the share stays the same through the loop."""
     waiting = len(scheduler.waiting) + len(scheduler.skipped_waiting)
     cap = _microbatch(scheduler, len(scheduler.running) + waiting)
     return cap is not None and sum(map(len, scheduled)) >= cap

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Transfer counters, logged every ``VLLM_HPU_PP_STATS_EVERY`` messages by tensor-parallel rank 0."""
+"""Transfer counters, logged every ``VLLM_HPU_PP_STATS_EVERY`` messages by
+tensor-parallel rank 0."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -22,5 +24,9 @@ class TransferStats:
         self.split_messages += split
 
     def __str__(self) -> str:
-        return " ".join(f"{f.name}={getattr(self, f.name):.6g}" if isinstance(getattr(self, f.name), float)
-                        else f"{f.name}={getattr(self, f.name)}" for f in fields(self))
+        return " ".join(
+            f"{f.name}={getattr(self, f.name):.6g}"
+            if isinstance(getattr(self, f.name), float)
+            else f"{f.name}={getattr(self, f.name)}"
+            for f in fields(self)
+        )

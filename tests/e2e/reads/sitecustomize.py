@@ -2,8 +2,8 @@
 
 On PYTHONPATH of an engine run with PATCHSPEC_E2E_READS set to a directory: every tensor read through
 safetensors' ``safe_open`` appends "<pipeline rank> <tensor name>" to ``<dir>/<pid>.txt``. Reading is
-counted where it happens (``get_tensor`` / ``get_slice``), so a loader that drops a tensor after reading
-it still counts it. With PATCHSPEC_E2E_TIMING set to a directory: every worker step
+counted where it happens (``get_tensor`` / ``get_slice`` / ``get_tensors``), so a loader that drops a
+tensor after reading it still counts it. With PATCHSPEC_E2E_TIMING set to a directory: every worker step
 (``Worker.execute_model``: receiving from the previous stage, the forward, sending on) and every model
 forward (``GPUModelRunner._model_forward``, which the CPU runner inherits) appends
 "<pipeline rank> step|forward <start> <end>" (wall clock) to ``<dir>/<pid>.txt``.
@@ -41,6 +41,12 @@ class _CountingHandle:
     def get_slice(self, name):
         _note(name)
         return self._handle.get_slice(name)
+
+    def get_tensors(self):  # safetensors.torch.load_file reads a file with it
+        tensors = self._handle.get_tensors()
+        for name in tensors:
+            _note(name)
+        return tensors
 
 
 if _DIR:
