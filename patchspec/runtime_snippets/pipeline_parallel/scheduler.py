@@ -9,6 +9,9 @@ ceil(requests / pp) splits them into ``pp`` microbatches that follow each other 
 The cap holds for admission from WAITING too: otherwise the first step admits every waiting request and
 the second finds them all in flight, a bubble while the pipeline fills. ``--max-num-seqs`` still bounds
 the total over all microbatches.
+
+The waiting requests are counted with ``Scheduler.get_request_counts``: its second queue is
+``skipped_waiting`` up to vLLM 0.30 and ``kv_holding_waiting`` from 0.31 on.
 """
 from __future__ import annotations
 
@@ -19,6 +22,16 @@ if TYPE_CHECKING:
     from vllm.v1.request import Request
 
 __all__ = ["admission_cap_reached", "running_cap_reached"]
+
+USES = {
+    "vllm/v1/core/sched/scheduler.py": [
+        "Scheduler.get_request_counts()",
+        "Scheduler.running",
+        "Scheduler.max_num_running_reqs",
+        "Scheduler.parallel_config",
+        "Scheduler.scheduler_config",
+    ],
+}
 
 
 def _microbatch(scheduler: Scheduler, requests: int) -> int | None:
@@ -40,6 +53,6 @@ def admission_cap_reached(scheduler: Scheduler, *scheduled: list[Request]) -> bo
     """First statement of the WAITING loop: stop admitting once this step (``scheduled``: its running,
     new and resumed requests so far) holds its share of every request the engine could run. Admission
     moves a request from waiting to running, so the share stays the same through the loop."""
-    waiting = len(scheduler.waiting) + len(scheduler.skipped_waiting)
-    cap = _microbatch(scheduler, len(scheduler.running) + waiting)
+    running, waiting = scheduler.get_request_counts()
+    cap = _microbatch(scheduler, running + waiting)
     return cap is not None and sum(map(len, scheduled)) >= cap
