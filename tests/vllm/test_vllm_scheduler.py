@@ -1,5 +1,7 @@
-"""The scheduler target on vLLM's real ``Scheduler`` (0.26.0 and 0.30.0, CPU): microbatches at size 2,
-nothing changed at size 1 or under async scheduling."""
+"""The scheduler targets on vLLM's real ``Scheduler`` (CPU): microbatches at size 2, nothing changed at
+size 1 or under async scheduling. 0.26.0 and 0.30.0 take the spec's own form; 0.31.0 to 0.33.0 take
+their profiles' override of the admission cap (the WAITING loop became ``while token_budget > 0:``
+over ``kv_holding_waiting`` and ``waiting``)."""
 from __future__ import annotations
 
 import json
@@ -18,7 +20,7 @@ CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_
           "torch_dtype": "float32", "rms_norm_eps": 1e-6}
 
 
-@pytest.fixture(scope="module", params=RELEASES)
+@pytest.fixture(scope="module", params=RELEASES + ["0.31.0", "0.32.0", "0.33.0"])
 def runs(request, vllm_roots, tmp_path_factory):
     """``(stock, patched)`` results of every scenario on one release, both runs side by side."""
     model = tmp_path_factory.mktemp("model")
