@@ -7,8 +7,8 @@ finds none and the stages take turns (6, 0, 6, 0, ... with six requests at size 
 ceil(requests / pp) splits them into ``pp`` microbatches that follow each other through the stages.
 
 The cap holds for admission from WAITING too: otherwise the first step admits every waiting request and
-the second finds them all in flight, a bubble while the pipeline fills. ``--max-num-seqs`` still bounds
-the total over all microbatches.
+the second finds them all in flight, a bubble while the pipeline fills. ``--max-num-seqs`` (from vLLM
+0.31, ``--max-num-active-seqs`` when set) still bounds the total over all microbatches.
 
 The waiting requests are counted with ``Scheduler.get_request_counts``: its second queue is
 ``skipped_waiting`` up to vLLM 0.30 and ``kv_holding_waiting`` from 0.31 on.
@@ -40,7 +40,10 @@ def _microbatch(scheduler: Scheduler, requests: int) -> int | None:
     pp = scheduler.parallel_config.pipeline_parallel_size
     if pp == 1 or scheduler.scheduler_config.async_scheduling:
         return None
-    return -(-min(requests, scheduler.max_num_running_reqs) // pp)
+    # From vLLM 0.31 RUNNING admits at most max_num_active_reqs (--max-num-active-seqs, by default
+    # max_num_seqs): the most requests the microbatches can hold between them.
+    running_limit = getattr(scheduler, "max_num_active_reqs", scheduler.max_num_running_reqs)
+    return -(-min(requests, running_limit) // pp)
 
 
 def running_cap_reached(scheduler: Scheduler, scheduled_running_reqs: list[Request]) -> bool:
