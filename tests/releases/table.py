@@ -28,6 +28,13 @@ class Release:
     specs: dict[str, Outcome]
 
 
+# vLLM 0.31.0 rewrote Scheduler.schedule's WAITING loop (read in 0.31.0, 0.32.0, 0.33.0).
+ADMISSION_LOOP_0_31 = (
+    "the WAITING loop is `while token_budget > 0:` over kv_holding_waiting, then waiting (skipped_waiting "
+    "is gone): the override guards that loop with the same first statement, so admission still stops at "
+    "the step's share of running + waiting requests (counted by Scheduler.get_request_counts, which "
+    "is waiting + skipped_waiting up to 0.30 and waiting + kv_holding_waiting from 0.31)")
+
 ROWS: list[Release] = [
     # 0.24.0
     # 0.25.0
@@ -35,10 +42,34 @@ ROWS: list[Release] = [
     # 0.26.0
     # 0.27.0
     # 0.27.1
-    # 0.28.0
-    # 0.29.0
-    # 0.30.0
-    # 0.31.0
-    # 0.32.0
-    # 0.33.0
+    Release("0.28.0", "main", {
+        "pipeline-parallel": Outcome("v0.28.0"),
+        "pipeline-transfer": Outcome("v0.28.0"),
+        "cpu-pipeline-eager": Outcome("v0.28.0"),
+    }),
+    Release("0.29.0", "main", {
+        "pipeline-parallel": Outcome("v0.29.0"),
+        "pipeline-transfer": Outcome("v0.29.0"),
+        "cpu-pipeline-eager": Outcome("v0.29.0"),
+    }),
+    Release("0.30.0", "main", {
+        "pipeline-parallel": Outcome("v0.30.0"),
+        "pipeline-transfer": Outcome("v0.30.0"),
+        "cpu-pipeline-eager": Outcome("v0.30.0"),
+    }),
+    Release("0.31.0", "main", {
+        "pipeline-parallel": Outcome("v0.31.0", notes={"scheduler-admission-cap": ADMISSION_LOOP_0_31}),
+        "pipeline-transfer": Outcome("v0.31.0"),
+        "cpu-pipeline-eager": Outcome("v0.31.0"),
+    }),
+    Release("0.32.0", "main", {
+        "pipeline-parallel": Outcome("v0.32.0", notes={"scheduler-admission-cap": ADMISSION_LOOP_0_31}),
+        "pipeline-transfer": Outcome("v0.32.0"),
+        "cpu-pipeline-eager": Outcome("v0.32.0"),
+    }),
+    Release("0.33.0", "main", {
+        "pipeline-parallel": Outcome("v0.33.0", notes={"scheduler-admission-cap": ADMISSION_LOOP_0_31}),
+        "pipeline-transfer": Outcome("v0.33.0"),
+        "cpu-pipeline-eager": Outcome("v0.33.0"),
+    }),
 ]

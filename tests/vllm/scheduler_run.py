@@ -2,7 +2,8 @@
 
 Run as ``python scheduler_run.py MODEL_DIR SCENARIOS_JSON`` with a release root (patched or not) first
 on ``sys.path``: each test process imports exactly one vLLM. A scenario is
-``{"pp": N, "async": bool, "max_seqs": M}``;
+``{"pp": N, "async": bool, "max_seqs": M}``, with ``"max_active": A`` for vLLM's
+``max_num_active_seqs`` (0.31 on);
 the queue holds ``pp`` steps in flight, schedules the next while earlier ones are out, and feeds model
 outputs back oldest first. The "model" samples a token derived from the request and its length, so two
 runs that schedule the same work produce the same tokens.
@@ -30,12 +31,13 @@ BLOCKS = 256
 REQUESTS = [(8, 6), (13, 9), (5, 4), (21, 7), (9, 9), (17, 5)]
 
 
-def build(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int) -> Scheduler:
+def build(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int, max_active: int | None) -> Scheduler:
     model = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32", max_model_len=256)
+    active = {} if max_active is None else {"max_num_active_seqs": max_active}
     vllm_config = VllmConfig(
         model_config=model,
         scheduler_config=SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=1024, max_model_len=256,
-                                         is_encoder_decoder=False, async_scheduling=False),
+                                         is_encoder_decoder=False, async_scheduling=False, **active),
         cache_config=CacheConfig(block_size=BLOCK, enable_prefix_caching=False),
         device_config=DeviceConfig(device="cpu"),
         parallel_config=ParallelConfig(pipeline_parallel_size=pp),
@@ -55,8 +57,8 @@ def sampled(req_id: str, length: int) -> int:
     return 100 + (sum(map(ord, req_id)) * 31 + length) % 800
 
 
-def run(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int) -> dict:
-    scheduler = build(model_dir, pp, async_scheduling, max_seqs)
+def run(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int, max_active: int | None = None) -> dict:
+    scheduler = build(model_dir, pp, async_scheduling, max_seqs, max_active)
     for i, (prompt, max_tokens) in enumerate(REQUESTS):
         params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
         scheduler.add_request(Request(f"r{i}", list(range(1, prompt + 1)), params, None))
@@ -92,7 +94,7 @@ def run(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int) -> dict:
 
 def main() -> None:
     model_dir, scenarios = sys.argv[1], json.loads(sys.argv[2])
-    results = [run(model_dir, s["pp"], s["async"], s["max_seqs"]) for s in scenarios]
+    results = [run(model_dir, s["pp"], s["async"], s["max_seqs"], s.get("max_active")) for s in scenarios]
     print(json.dumps(results))
 
 

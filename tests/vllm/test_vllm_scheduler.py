@@ -1,5 +1,7 @@
-"""The scheduler target on vLLM's real ``Scheduler`` (0.26.0 and 0.30.0, CPU): microbatches at size 2,
-nothing changed at size 1 or under async scheduling."""
+"""The scheduler targets on vLLM's real ``Scheduler`` (CPU): microbatches at size 2, nothing changed at
+size 1 or under async scheduling. 0.26.0 and 0.30.0 take the spec's own form; 0.31.0 to 0.33.0 take
+their profiles' override of the admission cap (the WAITING loop became ``while token_budget > 0:``
+over ``kv_holding_waiting`` and ``waiting``)."""
 from __future__ import annotations
 
 import json
@@ -11,6 +13,10 @@ from vllm_runs import RELEASES, result, start
 SCENARIOS = [{"pp": 1, "async": False, "max_seqs": 16}, {"pp": 2, "async": False, "max_seqs": 16},
              {"pp": 2, "async": True, "max_seqs": 16}, {"pp": 2, "async": False, "max_seqs": 4}]
 PP1, PP2, PP2_ASYNC, PP2_FOUR_SEQS = range(4)
+# max_num_active_seqs (vLLM 0.31 on): RUNNING admits at most 4 of the 16 runner slots.
+ACTIVE_SCENARIO = {"pp": 2, "async": False, "max_seqs": 16, "max_active": 4}
+PP2_FOUR_ACTIVE = len(SCENARIOS)
+ACTIVE_RELEASES = ["0.31.0", "0.32.0", "0.33.0"]
 # A tiny text-only model: the scheduler reads its config, never its weights.
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
           "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4,
@@ -18,13 +24,14 @@ CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_
           "torch_dtype": "float32", "rms_norm_eps": 1e-6}
 
 
-@pytest.fixture(scope="module", params=RELEASES)
+@pytest.fixture(scope="module", params=RELEASES + ACTIVE_RELEASES)
 def runs(request, vllm_roots, tmp_path_factory):
     """``(stock, patched)`` results of every scenario on one release, both runs side by side."""
     model = tmp_path_factory.mktemp("model")
     (model / "config.json").write_text(json.dumps(CONFIG))
     pristine, patched = vllm_roots(request.param)
-    procs = [start(root, "scheduler_run.py", str(model), json.dumps(SCENARIOS)) for root in (pristine, patched)]
+    scenarios = SCENARIOS + [ACTIVE_SCENARIO] * (request.param in ACTIVE_RELEASES)
+    procs = [start(root, "scheduler_run.py", str(model), json.dumps(scenarios)) for root in (pristine, patched)]
     return tuple(result(p) for p in procs)
 
 
@@ -52,6 +59,17 @@ def test_max_num_seqs_bounds_all_microbatches_together(runs):
     # Four requests may run at size 2: microbatches of two, from the first step.
     assert counts(run)[:6] == [2, 2, 2, 2, 2, 2]
     assert max(counts(run)) == 2
+    assert run["tokens"] == patched[PP2]["tokens"]
+
+
+def test_max_num_active_seqs_bounds_all_microbatches_together(runs):
+    _, patched = runs
+    if len(patched) <= PP2_FOUR_ACTIVE:
+        pytest.skip("no max_num_active_seqs before vLLM 0.31")
+    run = patched[PP2_FOUR_ACTIVE]
+    # The share is of the 4 requests RUNNING may hold, not of the 16 runner slots (3, then 1).
+    assert max(run["running"]) == 4
+    assert counts(run)[:6] == [2, 2, 2, 2, 2, 2]
     assert run["tokens"] == patched[PP2]["tokens"]
 
 

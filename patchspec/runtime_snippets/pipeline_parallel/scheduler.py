@@ -10,7 +10,11 @@ six requests at size 2). Capping each step at ceil(requests / pp) splits them in
 
 The cap holds for admission from WAITING too: otherwise the first step admits every
 waiting request and the second finds them all in flight, a bubble while the pipeline
-fills. ``--max-num-seqs`` still bounds the total over all microbatches.
+fills. ``--max-num-seqs`` (from vLLM 0.31, ``--max-num-active-seqs`` when set) still
+bounds the total over all microbatches.
+
+The waiting requests are counted with ``Scheduler.get_request_counts``: its second queue
+is ``skipped_waiting`` up to vLLM 0.30 and ``kv_holding_waiting`` from 0.31 on.
 """
 
 from __future__ import annotations
@@ -23,6 +27,16 @@ if TYPE_CHECKING:
 
 __all__ = ["admission_cap_reached", "running_cap_reached"]
 
+USES = {
+    "vllm/v1/core/sched/scheduler.py": [
+        "Scheduler.get_request_counts()",
+        "Scheduler.running",
+        "Scheduler.max_num_running_reqs",
+        "Scheduler.parallel_config",
+        "Scheduler.scheduler_config",
+    ],
+}
+
 
 def _microbatch(scheduler: Scheduler, requests: int) -> int | None:
     """Requests one step may schedule out of ``requests``, or None for no cap (size 1,
@@ -31,7 +45,12 @@ def _microbatch(scheduler: Scheduler, requests: int) -> int | None:
     pp = scheduler.parallel_config.pipeline_parallel_size
     if pp == 1 or scheduler.scheduler_config.async_scheduling:
         return None
-    return -(-min(requests, scheduler.max_num_running_reqs) // pp)
+    # From vLLM 0.31 RUNNING admits at most max_num_active_reqs (--max-num-active-seqs,
+    # by default max_num_seqs): the most requests the microbatches can hold between them.
+    running_limit = getattr(
+        scheduler, "max_num_active_reqs", scheduler.max_num_running_reqs
+    )
+    return -(-min(requests, running_limit) // pp)
 
 
 def running_cap_reached(
@@ -48,6 +67,6 @@ def admission_cap_reached(scheduler: Scheduler, *scheduled: list[Request]) -> bo
     (``scheduled``: its running, new and resumed requests so far) holds its share of
     every request the engine could run. Admission moves a request from waiting to
     running, so the share stays the same through the loop."""
-    waiting = len(scheduler.waiting) + len(scheduler.skipped_waiting)
-    cap = _microbatch(scheduler, len(scheduler.running) + waiting)
+    running, waiting = scheduler.get_request_counts()
+    cap = _microbatch(scheduler, running + waiting)
     return cap is not None and sum(map(len, scheduled)) >= cap
