@@ -45,8 +45,9 @@ def _microbatch(scheduler: Scheduler, requests: int) -> int | None:
     pp = scheduler.parallel_config.pipeline_parallel_size
     if pp == 1 or scheduler.scheduler_config.async_scheduling:
         return None
-    # From vLLM 0.31 RUNNING admits at most max_num_active_reqs (--max-num-active-seqs,
-    # by default max_num_seqs): the most requests the microbatches can hold between them.
+    # From vLLM 0.31 RUNNING admits at most max_num_active_reqs
+    # (--max-num-active-seqs, by default max_num_seqs): the most requests the
+    # microbatches can hold between them.
     running_limit = getattr(
         scheduler, "max_num_active_reqs", scheduler.max_num_running_reqs
     )
