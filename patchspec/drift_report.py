@@ -98,11 +98,10 @@ def _baseline_reader(baseline: str | None, profile: profiles.Profile):
         return Root.open(baseline).read_text if baseline else None
     roots = {}
     for name, pin in profile.packages.items():
-        pins = [s.version for s in pin.versions if s.operator == "=="]
-        if len(pin.versions) == 1 and pins:
-            roots[name] = Root.open(cache.pypi_root(f"{profile.distribution(name)}=={pins[0]}"))
+        if pin.release():
+            roots[name] = Root.open(cache.pypi_root(f"{profile.distribution(name)}=={pin.release()}"))
     if not roots:
-        raise PatchspecError(f"--baseline pypi: release {profile.release} pins no package to one version",
+        raise PatchspecError(f"--baseline pypi: release {profile.release} pins no package to one release (==X or ==X.*)",
                              file=profile.path)
 
     def read(rel: str) -> str | None:

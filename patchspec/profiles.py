@@ -38,6 +38,12 @@ class Pin:
         except InvalidVersion:
             return False
 
+    def release(self) -> str | None:
+        """The one release the pin's ``==`` clause names (``==0.31.*`` names 0.31.0, the release a
+        profile of the line is drafted on), or None."""
+        exact = [s.version for s in self.versions if s.operator == "=="]
+        return exact[0].replace(".*", ".0") if len(self.versions) == 1 and exact else None
+
     def describe(self) -> str:
         return ("/".join(self.distributions) + " " if self.distributions else "") + (str(self.versions) or "any")
 

@@ -37,10 +37,9 @@ GIT_DIRS = {"vllm_gaudi": "PATCHSPEC_VLLM_GAUDI"}  # package -> the variable nam
 
 def wheel_version(pin: profiles.Pin) -> str:
     """The release a pin's ``==`` clause names: ``==0.26.0`` -> 0.26.0, ``==0.31.*`` -> 0.31.0."""
-    exact = [s.version for s in pin.versions if s.operator == "=="]
-    if len(exact) != 1:
+    if pin.release() is None:
         raise PatchspecError(f"pin {pin.describe()} names no one release and no ref:")
-    return exact[0].replace(".*", ".0")
+    return pin.release()
 
 
 def part(name: str, pin: profiles.Pin, profile: profiles.Profile) -> tuple[str, Path]:

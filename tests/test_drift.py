@@ -21,6 +21,7 @@ from patchspec.cli import main
 from patchspec.model import Loc, ObsoleteWhen
 from patchspec.spec import load_spec
 
+REPO = Path(__file__).resolve().parent.parent
 PROBE_DIR = Path(__file__).resolve().parent / "drift"
 PROBE = str(PROBE_DIR / "probe.yaml")
 FILES = ["vllm/v1/core/sched/scheduler.py", "vllm/model_executor/model_loader/weight_utils.py",
@@ -370,3 +371,14 @@ def test_compile_prints_the_plan_then_the_drift_report(vllm_release, capsys):
     assert out[-1].endswith("8 unchanged; exit 0")
     assert main(["compile", PROBE, "--root", str(vllm_release("0.30.0")), "--json"]) == 0
     assert of_type(json.loads(capsys.readouterr().out), "drift-summary")[0]["severity"] == 0
+
+
+def test_baseline_pypi_reads_a_release_line_pin_as_its_first_release(vllm_release):
+    """The shipped profiles pin a release line (``vllm: ==0.30.*``): the baseline is the wheel the
+    profile was drafted on, 0.30.0, not a failed download of ``vllm==0.30.*``."""
+    spec = str(REPO / "specs" / "pipeline-parallel.yaml")
+    pinned = drift_report.drift(spec, str(vllm_release("0.33.0")), "v0.30.0", baseline="pypi", use_cache=False)
+    explicit = drift_report.drift(spec, str(vllm_release("0.33.0")), "v0.30.0",
+                                  baseline=str(vllm_release("0.30.0")), use_cache=False)
+    assert [r.to_dict() for r in pinned.rows] == [r.to_dict() for r in explicit.rows]
+    assert any(r.baseline_line for r in pinned.rows)
