@@ -13,7 +13,9 @@ from tests.test_apply import tree
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS = sorted((REPO / "specs").glob("*.yaml"))
-GAUDI_TAG = {"v0.26.0": "v0.26.0", "v0.30.0": "main"}  # no v0.30.0 tag of vllm-gaudi is reachable
+# The vllm-gaudi source paired with each profile (no 0.25 or 0.30 tag of vllm-gaudi is reachable).
+GAUDI_TAG = {"v0.24.0": "v0.24.0", "v0.25.0": "v0.24.0", "v0.26.0": "v0.26.0", "v0.27.0": "v0.27.0rc0",
+             "v0.30.0": "main"}
 
 
 def cases():
