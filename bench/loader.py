@@ -34,8 +34,7 @@ def main() -> None:
     checkpoint = work / "checkpoint"
     sizes = {n: v["bytes"] for n, v in write(checkpoint, args.layers, args.hidden, SHARDS).items()}
     total = sum(f.stat().st_size for f in checkpoint.glob("*.safetensors"))
-    roots = dict(zip(("stock", "patched"), release_roots(pypi_root(f"vllm=={args.release}"), args.release,
-                                                          work / "roots")))
+    roots = dict(zip(("stock", "patched"), release_roots(pypi_root(f"vllm=={args.release}"), work / "roots")))
     print(f"vLLM {args.release}, {args.layers} layers, hidden {args.hidden}, {SHARDS} shards, "
           f"{total / 2**20:.1f} MiB on disk ({work})", flush=True)
     print(f"{'variant':8} {'stage':>5} {'tensors':>7} {'requested MiB':>13} {'disk MiB':>8} {'seconds':>7}")
