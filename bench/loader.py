@@ -40,8 +40,7 @@ def main() -> None:
     checkpoint = work / "checkpoint"
     sizes = {n: v["bytes"] for n, v in write(checkpoint, args.layers, args.hidden, SHARDS, pt=True).items()}
     total = sum(f.stat().st_size for f in checkpoint.glob("*.safetensors"))
-    roots = dict(zip(("stock", "fix"), release_roots(pypi_root(f"vllm=={args.release}"), args.release,
-                                                      work / "roots")))
+    roots = dict(zip(("stock", "fix"), release_roots(pypi_root(f"vllm=={args.release}"), work / "roots")))
     kinds = ["safetensors", *KINDS]
     print(f"vLLM {args.release}, {args.layers} layers, hidden {args.hidden}, {SHARDS} shards, "
           f"{total / 2**20:.1f} MiB of safetensors on disk ({work})", flush=True)

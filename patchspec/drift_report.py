@@ -306,7 +306,8 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     for spec_path in spec_paths:
         base = load_spec(spec_path)
         packages |= {t.package for t in base.targets}
-        forms = [profiles.for_release(base, previous)] if previous else []
+        # OLD may not cover this spec yet (a spec new to the release line): nothing to carry over then.
+        forms = [profiles.for_release(base, previous)] if previous and previous.covers(base.name) else []
         reports = [driftmod.report(spec, read, root.has_package, {}) for spec in forms + [base]]
         overrides = (previous.specs or {}).get(base.name, {}).get("overrides", {}) if previous else {}
         kept, prints = {}, {}

@@ -113,7 +113,9 @@ def _project_metadata(directory: Path) -> tuple[str | None, str | None, str]:
     return None, None, ""
 
 
-_VERSION = re.compile(r"""^(?:__version__|version|VERSION)\s*(?::\s*str\s*)?=\s*['"]([^'"]+)['"]""", re.M)
+# ``__version__ = "1.2"``, annotated or not, or chained as setuptools_scm writes it: ``__version__ = version =``.
+_VERSION = re.compile(r"""^(?:__version__|version|VERSION)\s*(?::\s*str\s*)?=\s*"""
+                      r"""(?:(?:__version__|version)\s*=\s*)?['"]([^'"]+)['"]""", re.M)
 
 
 def _version_file(package: Path) -> tuple[str, str] | None:

@@ -298,6 +298,22 @@ def test_profile_new_replacing_a_profile_keeps_pins_and_other_specs(vllm_release
     assert profile.fingerprints("drift-probe")["schedule"] == "51a7f035ea554513"
 
 
+
+def test_profile_new_from_a_profile_that_does_not_cover_the_spec(vllm_release, tmp_path):
+    """Adding a spec to a release's profile: ``--from`` that very profile has no section to carry over,
+    so the spec's own form is drafted (the refusal named this command as its own remedy)."""
+    shutil.copytree(PROBE_DIR, tmp_path / "drift")
+    path = tmp_path / "drift" / "releases" / "v0.30.0.yaml"
+    path.write_text('release: v0.30.0\npackages:\n  vllm: "==0.30.*"\nspecs:\n'
+                    "  other-spec:\n    fingerprints: {x: 0123456789abcdef}\n")
+    draft = drift_report.new_profile("v0.30.0", str(vllm_release("0.30.0")), [str(tmp_path / "drift" / "probe.yaml")],
+                                     old="v0.30.0", force=True)
+    assert draft.needs == []
+    profile = drift_report.profiles.load_profile(path.parent, "v0.30.0")
+    assert list(profile.specs) == ["other-spec", "drift-probe"]
+    assert "overrides" not in profile.specs["drift-probe"]
+    assert profile.fingerprints("drift-probe")["schedule"] == "51a7f035ea554513"
+
 REAL_SPEC = str(Path(__file__).resolve().parent.parent / "specs" / "pipeline-parallel.yaml")
 # The real spec's vLLM targets on other releases, against the v0.30.0 profile: these still apply.
 REAL_EXPECTED = {

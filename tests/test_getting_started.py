@@ -141,6 +141,17 @@ def test_versions_of_a_source_tree_from_its_project_metadata(tmp_path):
     assert installed.versions(tmp_path / "src") == {"mypkg": "1.4.2", "other": "0.3"}
 
 
+
+def test_versions_of_a_source_tree_built_with_setuptools_scm(tmp_path):
+    """A build of a vllm-gaudi checkout writes its version only to ``vllm_gaudi/_version.py`` (pyproject's
+    version is dynamic), as one chained assignment after the annotations."""
+    (tmp_path / "vllm_gaudi").mkdir()
+    (tmp_path / "vllm_gaudi" / "__init__.py").write_text("")
+    (tmp_path / "vllm_gaudi" / "_version.py").write_text(
+        "version: str\n__version__: str\n__version__ = version = '0.27.0rc1.dev5+g091bbadd'\n"
+        "__version_tuple__ = version_tuple = (0, 27, 0, 'rc1', 'dev5', 'g091bbadd')\n")
+    assert installed.versions(tmp_path) == {"vllm_gaudi": "0.27.0rc1.dev5+g091bbadd"}
+
 def test_snippets_default_beside_the_spec_and_errors_name_the_paths(tmp_path, capsys):
     spec_dir = tmp_path / "repo" / "specs"
     spec_dir.mkdir(parents=True)

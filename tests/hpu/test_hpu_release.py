@@ -1,5 +1,6 @@
-"""The hooks against the real vllm-gaudi sources (v0.26.0, and main standing in for v0.30.0) and the
-fixture: the binding check of ``USES``, and the order of the non-last stage's calls in ``sample_tokens``.
+"""The hooks against the real vllm-gaudi sources (the tags v0.24.0, v0.26.0 and v0.27.0rc0, and main standing
+in for v0.30.0) and the fixture: the binding check of ``USES``, and the order of the non-last stage's calls in
+``sample_tokens``.
 """
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ RUNNER = "vllm_gaudi/v1/worker/hpu_model_runner.py"
 USES = [graphs.USES, runner.USES, worker.USES]
 GAUDI_USES = {rel: names for uses in USES for rel, names in uses.items() if rel.startswith("vllm_gaudi/")}
 VLLM_USES = {rel: names for uses in USES for rel, names in uses.items() if rel.startswith("vllm/")}
-# (gaudi tag, release profile): v0.30.0 of vllm-gaudi is not published; main stands in for it.
-REAL = [("v0.26.0", "v0.26.0", "0.26.0"), ("main", "v0.30.0", "0.30.0")]
+# (gaudi tag, release profile, vLLM): the tag each profile pairs; v0.30.0 of vllm-gaudi is not published,
+# main stands in for it.
+REAL = [("v0.24.0", "v0.24.0", "0.24.0"), ("v0.26.0", "v0.26.0", "0.26.0"), ("v0.27.0rc0", "v0.27.0", "0.27.0"),
+        ("main", "v0.30.0", "0.30.0")]
 SHAPES = [(3, 0, False), (0, 2, False), (1, 2, False), (2, 1, True), (0, 1, True)]
 
 

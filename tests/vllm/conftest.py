@@ -1,4 +1,4 @@
-"""vLLM 0.26.0 and 0.30.0 sources, pristine and with the spec's vLLM targets applied."""
+"""The vLLM releases of ``vllm_runs.RELEASES``, pristine and with the spec's vLLM targets applied."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,6 +16,6 @@ def vllm_roots(vllm_release, tmp_path_factory):
     def roots(version: str) -> tuple[Path, Path]:
         if version not in made:
             base = tmp_path_factory.mktemp(f"vllm-{version}")
-            made[version] = release_roots(vllm_release(version), version, base)
+            made[version] = release_roots(vllm_release(version), base)
         return made[version]
     return roots
