@@ -35,6 +35,14 @@ ADMISSION_LOOP_0_31 = (
     "the step's share of running + waiting requests (counted by Scheduler.get_request_counts, which "
     "is waiting + skipped_waiting up to 0.30 and waiting + kv_holding_waiting from 0.31)")
 
+# The loader targets that skip other stages' layers in every iterator and strategy (loader-owned-files,
+# loader-multithread-owned-only, loader-eager-owned-bytes, loader-prefetch-owned-spans,
+# loader-pt-multithread-owned-only) were read on every release below: the four weight_utils functions they
+# hook are the same from 0.24.0 to 0.33.0; DefaultModelLoader._prepare_weights changes around the hook
+# (the index download condition in 0.27, a fourth return value in 0.31, the duplicate filter only without
+# pattern overrides from 0.32) but keeps the anchor and its meaning, and what 0.31+ filters further after
+# it composes with the hook. They hold on every row.
+
 ROWS: list[Release] = [
     Release("0.24.0", "v0.24.0", {
         # HPU targets and the runner's and worker's USES: the same code at v0.24.0, v0.26.0, v0.27.0rc0 and
