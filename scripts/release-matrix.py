@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Regenerate the release matrix in docs/drift.md: one column per release profile of the shipped specs,
-each the release's root as the profile pairs it, one table per spec from ``patchspec matrix --markdown``.
+each the release's root as the profile pairs it compared with one reference profile (``--against``,
+v0.30.0: the release the spec was written for), one table per spec from ``patchspec matrix --markdown``.
+Against its own profile every release is unchanged (tests/releases checks that); against the reference
+each column says what that release changed where the fix hooks in.
 
-    PATCHSPEC_VLLM_GAUDI=DIR python3 scripts/release-matrix.py [--check]
+    PATCHSPEC_VLLM_GAUDI=DIR python3 scripts/release-matrix.py [--check] [--against RELEASE]
 
 A profile's root: each package it pins, from the source ref the pin names (``ref:``, a vllm-gaudi git
 ref read from the git directory PATCHSPEC_VLLM_GAUDI names), else the wheel of the version its ``==``
@@ -64,7 +67,7 @@ def release_root(profile: profiles.Profile, under: Path) -> Path:
     return root
 
 
-def generate() -> str:
+def generate(against: str) -> str:
     specs = sorted(SHIPPED.glob("*.yaml"))
     directory = profiles.releases_dir(specs[0])
     cache.cache_dir().mkdir(parents=True, exist_ok=True)
@@ -73,7 +76,7 @@ def generate() -> str:
         roots = [release_root(profiles.load_profile(directory, r), Path(under))
                  for r in profiles.known_releases(directory)]
         for spec in specs:
-            argv = [sys.executable, "-m", "patchspec", "matrix", str(spec), "--markdown"]
+            argv = [sys.executable, "-m", "patchspec", "matrix", str(spec), "--markdown", "--release", against]
             done = subprocess.run(argv + [a for r in roots for a in ("--root", str(r))], capture_output=True,
                                   text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO)
             if done.returncode not in (0, 1, 4):
@@ -93,10 +96,11 @@ def replace_section(doc: str, section: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when the section is stale")
+    parser.add_argument("--against", default="v0.30.0", help="the profile every column is compared with")
     args = parser.parse_args()
     try:
         doc = DOC.read_text()
-        new = replace_section(doc, generate())
+        new = replace_section(doc, generate(args.against))
     except PatchspecError as exc:
         print(f"release-matrix: {exc}", file=sys.stderr)
         return 2
