@@ -7,12 +7,12 @@ Llama (hidden 128: a step costs mostly engine overhead) at size 1, size 2 stock 
 and the same shape at hidden 1024 (a step costs compute, where overlapping stages can pay) at size 2
 stock and fixed. ``--runs N`` repeats the size-2 runs and reports medians.
 
-Each size-2 run records, in both worker processes, the wall-clock span of every worker step and model
-forward (``tests/e2e/reads/sitecustomize.py``). From them: the overlap (time both stages run a forward /
-time either does) and a breakdown per stage over the generation: forward, the rest of the worker step
-(waiting for the previous stage's tensors, sending on) and outside any step (the engine core scheduling
-and handling outputs, the executor's message queues). Bubbles: steps that carried every unfinished
-request, so the other stage had nothing to do (``e2e_harness.bubble_steps``), over all steps.
+Each size-2 run records the wall-clock spans of every worker step, model forward, wait for the previous
+stage's tensors and sampling call in both worker processes, and of the scheduler's ``schedule`` and
+``update_from_output`` in the engine core (``tests/e2e/reads/sitecustomize.py``). From them: the overlap
+(time both stages run a forward / time either does) and the per-step breakdown in milliseconds
+(``stage_times``). Bubbles: steps that carried every unfinished request, so the other stage had nothing
+to do (``e2e_harness.bubble_steps``), over all steps.
 
 The last line: ``greedy_match=<k>/<n> top1_match=<k>/<n> pp2_fix_vs_stock=<ratio>
 pp2_fix_vs_stock_h1024=<ratio> overlap=<fraction> bubbles=<fraction>`` (size 2 with the fix against
@@ -63,20 +63,27 @@ def intersect(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> lis
 
 
 def stage_times(result: dict) -> dict:
-    """Overlap of the two stages' forwards and, per stage, seconds of forward, rest of the worker step
-    and time outside any step, within the generation window."""
+    """Overlap of the two stages' forwards and the per-step breakdown (milliseconds per step, within the
+    generation window): per stage, the forward, the wait for the previous stage's tensors, the rest of
+    the worker step (preparing inputs, sending on), the sampling call and the time outside both (waiting
+    for the engine core's next step, through the executor's message queues); in the engine core, its
+    scheduling and its handling of a step's output."""
     t0, t1 = result["generate_window"]
 
     def spans(rank: int, kind: str) -> list[tuple[float, float]]:
         return union([(max(s, t0), min(e, t1)) for r, k, s, e in result["timing"]
                       if r == rank and k == kind and e > t0 and s < t1])
     forward = [spans(rank, "forward") for rank in (0, 1)]
-    step = [spans(rank, "step") for rank in (0, 1)]
     either = length(union(forward[0] + forward[1]))
     out = {"overlap": length(intersect(forward[0], forward[1])) / either if either else 0.0}
+    steps = len(spans(0, "step"))
     for rank in (0, 1):
-        out[f"stage{rank}"] = {"forward": length(forward[rank]), "wait_send": length(step[rank]) - length(forward[rank]),
-                               "outside": (t1 - t0) - length(step[rank])}
+        step, recv, sample = (length(spans(rank, kind)) for kind in ("step", "recv", "sample"))
+        parts = {"forward": length(forward[rank]), "recv_wait": recv,
+                 "rest_of_step": step - length(forward[rank]) - recv, "sample": sample,
+                 "outside": (t1 - t0) - step - sample}
+        out[f"stage{rank}"] = {k: 1000 * v / steps for k, v in parts.items()}
+    out["core"] = {kind: 1000 * length(spans(-1, kind)) / steps for kind in ("schedule", "update")}
     return out
 
 
@@ -129,9 +136,10 @@ def main() -> None:
             times = [stage_times(r) for r in results]
             overlap[name] = statistics.median(t["overlap"] for t in times)
             line += f", overlap {overlap[name]:.2f}"
-            for rank in (0, 1):
-                parts = {k: statistics.median(t[f"stage{rank}"][k] for t in times) for k in times[0]["stage0"]}
-                line += f"; stage {rank}: " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items())
+            line += ", ms per step"
+            for part in ("stage0", "stage1", "core"):
+                medians = {k: statistics.median(t[part][k] for t in times) for k in times[0][part]}
+                line += f"; {part}: " + ", ".join(f"{k} {v:.1f}" for k, v in medians.items())
         print(line, flush=True)
     one, fix = runs["h128 pp1"][0], runs["h128 pp2_fix"][0]
     greedy = sum(a == b for a, b in zip(one["tokens"], fix["tokens"], strict=True))

@@ -3,10 +3,9 @@
 On PYTHONPATH of an engine run with PATCHSPEC_E2E_READS set to a directory: every tensor read through
 safetensors' ``safe_open`` appends "<pipeline rank> <tensor name>" to ``<dir>/<pid>.txt``. Reading is
 counted where it happens (``get_tensor`` / ``get_slice`` / ``get_tensors``), so a loader that drops a
-tensor after reading it still counts it. With PATCHSPEC_E2E_TIMING set to a directory: every worker step
-(``Worker.execute_model``: receiving from the previous stage, the forward, sending on) and every model
-forward (``GPUModelRunner._model_forward``, which the CPU runner inherits) appends
-"<pipeline rank> step|forward <start> <end>" (wall clock) to ``<dir>/<pid>.txt``.
+tensor after reading it still counts it. With PATCHSPEC_E2E_TIMING set to a directory: every call of the
+methods in ``_TIMED`` appends "<rank> <kind> <start> <end>" (wall clock) to ``<dir>/<pid>.txt``; the rank
+is the worker's pipeline rank, -1 in the engine core (its scheduler).
 """
 import os
 
@@ -64,8 +63,9 @@ if _DIR:
 _TIMING = os.environ.get("PATCHSPEC_E2E_TIMING")
 
 
-def _timed(method, kind: str):
-    """``method`` noting "<pipeline rank> <kind> <start> <end>" (wall clock) per call, for bench/e2e.py."""
+def _timed(method, kind: str, rank: int | None):
+    """``method`` noting "<rank> <kind> <start> <end>" (wall clock) per call, for bench/e2e.py; a
+    ``rank`` of None is the pipeline rank of the worker calling it."""
     import functools
     import time
 
@@ -76,18 +76,37 @@ def _timed(method, kind: str):
             return method(*args, **kwargs)
         finally:
             end = time.time()
-            from vllm.distributed.parallel_state import get_pp_group
+            if rank is None:
+                from vllm.distributed.parallel_state import get_pp_group
+                who = get_pp_group().rank_in_group
+            else:
+                who = rank
             with open(os.path.join(_TIMING, f"{os.getpid()}.txt"), "a") as f:
-                f.write(f"{get_pp_group().rank_in_group} {kind} {start:.6f} {end:.6f}\n")
+                f.write(f"{who} {kind} {start:.6f} {end:.6f}\n")
     return timed
 
 
-def _patch_worker(module) -> None:
-    module.Worker.execute_model = _timed(module.Worker.execute_model, "step")
+# module -> (class, method, kind, rank): a worker's step (receiving from the previous stage, the
+# forward, sending on) and its sampling call; within the step, the model forward (the CPU runner
+# inherits it) and the wait for the previous stage's tensors (stock's irecv_tensor_dict blocks on
+# their metadata, the rest is waited for in sync_and_gather_intermediate_tensors); the engine core's
+# scheduling and its handling of a step's output.
+_TIMED = {
+    "vllm.distributed.parallel_state": [("GroupCoordinator", "irecv_tensor_dict", "recv", None)],
+    "vllm.v1.worker.gpu_worker": [("Worker", "execute_model", "step", None),
+                                  ("Worker", "sample_tokens", "sample", None)],
+    "vllm.v1.worker.gpu_model_runner": [("GPUModelRunner", "_model_forward", "forward", None),
+                                        ("GPUModelRunner", "sync_and_gather_intermediate_tensors", "recv",
+                                         None)],
+    "vllm.v1.core.sched.scheduler": [("Scheduler", "schedule", "schedule", -1),
+                                     ("Scheduler", "update_from_output", "update", -1)],
+}
 
 
-def _patch_runner(module) -> None:
-    module.GPUModelRunner._model_forward = _timed(module.GPUModelRunner._model_forward, "forward")
+def _patch(module) -> None:
+    for cls, method, kind, rank in _TIMED[module.__name__]:
+        owner = getattr(module, cls)
+        setattr(owner, method, _timed(getattr(owner, method), kind, rank))
 
 
 class _AfterImport:
@@ -115,5 +134,4 @@ class _AfterImport:
 if _TIMING:
     import sys
 
-    sys.meta_path.insert(0, _AfterImport({"vllm.v1.worker.gpu_worker": _patch_worker,
-                                          "vllm.v1.worker.gpu_model_runner": _patch_runner}))
+    sys.meta_path.insert(0, _AfterImport(dict.fromkeys(_TIMED, _patch)))
