@@ -110,7 +110,8 @@ def build_dist_info(git_dir: Path, ref: str, package: str, dest: Path) -> Path |
     """``<dist>-<version>.dist-info`` (METADATA, top_level.txt; no RECORD: nothing was installed by pip)
     as a build of ``ref`` would write it: the name is the ref's ``pyproject.toml`` ``[project] name``, the
     version its static ``[project] version``, else (setuptools_scm) ``scm_version``. None when the ref's
-    pyproject names no project."""
+    pyproject names no project or no version can be told (a shallow clone without tags, a tag that is no
+    version): the root is then unpacked as before, and ``--release auto`` pairs it by its other packages."""
     shown = subprocess.run(["git", "-C", str(git_dir), "show", f"{ref}:pyproject.toml"], capture_output=True)
     try:
         project = tomllib.loads(shown.stdout.decode()).get("project", {}) if shown.returncode == 0 else {}
@@ -121,7 +122,10 @@ def build_dist_info(git_dir: Path, ref: str, package: str, dest: Path) -> Path |
         return None
     version = project.get("version")
     if not isinstance(version, str):
-        version = scm_version(git_dir, ref)
+        try:
+            version = scm_version(git_dir, ref)
+        except PatchspecError:  # no tag, or a tag that is no version: unpaired, but still readable
+            return None
     dist = dest / f"{canonicalize_name(name).replace('-', '_')}-{version}.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")

@@ -10,7 +10,6 @@ import pytest
 
 from patchspec import cache, installed, ops
 from patchspec.cli import main
-from patchspec.errors import PatchspecError
 from tests.state.toy import RELEASES, tree, write_spec
 
 SCM_PYPROJECT = '[project]\nname = "Toy_Pkg"\ndynamic = ["version"]\n\n[tool.setuptools_scm]\n'
@@ -95,12 +94,17 @@ def test_a_static_version_is_taken_as_written_and_no_project_writes_no_dist_info
     assert not list(root.glob("*.dist-info")) and installed.versions(root) == {}
 
 
-def test_a_tag_that_is_no_version_is_refused_in_one_line(repo):
+@pytest.mark.parametrize("tag", ["release-candidate-1", None], ids=["tag-no-version", "no-tag"])
+def test_a_ref_whose_version_cannot_be_told_is_still_unpacked(repo, tag):
+    """The dist-info only helps pairing: a shallow clone or a tag that is no version must not make the
+    source unreadable."""
     path, git, commit = repo
-    git("tag", "release-candidate-1")
+    if tag:
+        git("tag", tag)
     commit()
-    with pytest.raises(PatchspecError, match="tag 'release-candidate-1' is not a version"):
-        cache.git_tag_root(path, "HEAD", "pkg")
+    root = cache.git_tag_root(path, "HEAD", "pkg")
+    assert (root / "pkg" / "__init__.py").is_file()
+    assert not list(root.glob("*.dist-info")) and installed.versions(root) == {}
 
 
 def test_a_source_root_is_paired_applied_and_restored_without_a_record(repo, tmp_path, capsys):
