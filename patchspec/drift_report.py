@@ -93,12 +93,13 @@ PYPI_BASELINE = "pypi"
 
 def _baseline_reader(baseline: str | None, profile: profiles.Profile):
     """A root's ``read_text``; for ``pypi``, each package the profile pins ``==X`` read from that wheel
-    (fetched once into the cache), the files of other packages having no baseline."""
+    (fetched once into the cache), the files of other packages having no baseline. A pin checked at a
+    source ref (``ref:``, e.g. a vllm-gaudi tag) is no wheel on the index: it has no baseline either."""
     if baseline != PYPI_BASELINE:
         return Root.open(baseline).read_text if baseline else None
     roots = {}
     for name, pin in profile.packages.items():
-        if pin.release():
+        if pin.release() and pin.ref is None:
             roots[name] = Root.open(cache.pypi_root(f"{profile.distribution(name)}=={pin.release()}"))
     if not roots:
         raise PatchspecError(f"--baseline pypi: release {profile.release} pins no package to one release (==X or ==X.*)",

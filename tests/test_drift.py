@@ -398,3 +398,13 @@ def test_baseline_pypi_reads_a_release_line_pin_as_its_first_release(vllm_releas
                                   baseline=str(vllm_release("0.30.0")), use_cache=False)
     assert [r.to_dict() for r in pinned.rows] == [r.to_dict() for r in explicit.rows]
     assert any(r.baseline_line for r in pinned.rows)
+
+
+def test_baseline_pypi_leaves_out_a_pin_checked_at_a_source_ref(vllm_release):
+    """v0.26.0 pins vllm-gaudi ``==0.26.0`` at ``ref: v0.26.0``, which is no wheel on the index: the
+    baseline is the vllm wheel alone, not a failed download of vllm-gaudi."""
+    spec = str(REPO / "specs" / "pipeline-parallel.yaml")
+    pinned = drift_report.drift(spec, str(vllm_release("0.24.0")), "v0.26.0", baseline="pypi", use_cache=False)
+    explicit = drift_report.drift(spec, str(vllm_release("0.24.0")), "v0.26.0",
+                                  baseline=str(vllm_release("0.26.0")), use_cache=False)
+    assert [r.to_dict() for r in pinned.rows] == [r.to_dict() for r in explicit.rows]
