@@ -37,8 +37,9 @@ ADMISSION_LOOP_0_31 = (
 
 # The loader targets that skip other stages' layers in every iterator and strategy (loader-owned-files,
 # loader-multithread-owned-only, loader-eager-owned-bytes, loader-prefetch-owned-spans,
-# loader-pt-multithread-owned-only) were read on every release below: the four weight_utils functions they
-# hook are the same from 0.24.0 to 0.33.0; DefaultModelLoader._prepare_weights changes around the hook
+# loader-prefetch-stage-share, loader-pt-multithread-owned-only) were read on every release below:
+# the five weight_utils functions they hook are the same from 0.24.0 to 0.33.0 (_prefetch_all_checkpoints
+# shares its sorted list out by global rank in the same statement on all); DefaultModelLoader._prepare_weights changes around the hook
 # (the index download condition in 0.27, a fourth return value in 0.31, the duplicate filter only without
 # pattern overrides from 0.32) but keeps the anchor and its meaning, and what 0.31+ filters further after
 # it composes with the hook. They hold on every row.

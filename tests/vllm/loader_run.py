@@ -153,7 +153,22 @@ def iterator(kind: str, checkpoint: Path) -> tuple[list[Path], object]:
     return files, lambda: loader._get_weights_iterator(source)
 
 
-def load_stage(files: list[Path], make) -> dict:
+def record_prefetches() -> list[str]:
+    """The names of the files vLLM's prefetch strategy pages in, in the order it starts them (its
+    ``_prefetch_checkpoint`` is looked up at each call, so wrapping the module's name sees them all)."""
+    from vllm.model_executor.model_loader import weight_utils
+
+    seen: list[str] = []
+    prefetch = weight_utils._prefetch_checkpoint
+
+    def recorded(path, *args, **kwargs):
+        seen.append(Path(path).name)
+        return prefetch(path, *args, **kwargs)
+    weight_utils._prefetch_checkpoint = recorded
+    return seen
+
+
+def load_stage(files: list[Path], make, prefetched: list[str]) -> dict:
     for f in files:
         drop_cached(f)
     cached_before = sum(resident_bytes(f) for f in files)
@@ -167,8 +182,10 @@ def load_stage(files: list[Path], make) -> dict:
     notes = Path(os.environ["PATCHSPEC_E2E_READS"]) / f"{os.getpid()}.txt"
     read = [line.split(" ", 1)[1] for line in notes.read_text().splitlines()] if notes.exists() else []
     notes.unlink(missing_ok=True)
-    return {"tensors": tensors, "read": read, "disk_bytes": sum(resident_bytes(f) for f in files),
-            "cached_before": cached_before, "seconds": seconds}
+    report = {"tensors": tensors, "read": read, "disk_bytes": sum(resident_bytes(f) for f in files),
+              "cached_before": cached_before, "seconds": seconds, "prefetched": sorted(prefetched)}
+    prefetched.clear()
+    return report
 
 
 def main() -> None:
@@ -189,11 +206,12 @@ def main() -> None:
                 pass
         dist.barrier()
         report = {}
+        prefetched = record_prefetches()
         for kind in kinds:
             files, make = iterator(kind, checkpoint)
             for turn in range(size):  # one stage at a time: the page cache is shared
                 if turn == rank:
-                    report[kind] = load_stage(files, make)
+                    report[kind] = load_stage(files, make, prefetched)
                 dist.barrier()
     print(json.dumps(report if len(kinds) > 1 else report[kinds[0]]))
 

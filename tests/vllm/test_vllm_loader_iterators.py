@@ -99,6 +99,24 @@ def test_safetensors_reads_name_only_owned_tensors(runs, kind, rank):
         assert set(runs["stages"][rank][kind]["tensors"]) == set(read)
 
 
+@pytest.mark.parametrize("rank", [0, 1])
+def test_prefetch_pages_in_every_file_the_stage_loads(runs, checkpoint, rank):
+    """Prefetch shares the sorted file list out by rank: each stage's own list must be shared among
+    that stage's ranks (here one each), or a file only the other stage's rank was given goes cold."""
+    from safetensors import safe_open
+
+    mine = set(share(runs, rank))
+    wanted = []
+    for path in sorted(checkpoint[0].glob("*.safetensors")):
+        with safe_open(str(path), "pt") as f:
+            if mine & set(f.keys()):
+                wanted.append(path.name)
+    assert len(wanted) > 1  # a stage with two files or more: the share matters
+    assert runs["stages"][rank]["prefetch"]["prefetched"] == wanted
+    assert runs["stock"][rank]["prefetch"]["prefetched"] == sorted(
+        p.name for p in checkpoint[0].glob("*.safetensors"))[rank::2]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_size_1_identical_to_unpatched(runs, kind):
     (stock,), (patched,) = runs["stock1"], runs["patched1"]

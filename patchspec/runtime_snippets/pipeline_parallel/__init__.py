@@ -29,6 +29,7 @@ from .loader import (
     owned_tensors,
     owned_weights_only,
     owns_weight,
+    prefetch_share,
     prefetched_owned_spans,
     skip_unowned_layers,
 )

@@ -13,7 +13,8 @@ stage does not hold afterwards. The hooks, from the earliest:
   ``ep_weight_filter.should_skip_weight`` about each name before reading it
   (``skip_unowned_layers``); the multithreaded one reads the owned tensors only
   (``owned_tensors``); the eager strategy reads the owned byte spans only
-  (``owned_bytes``), and so does prefetch (``prefetched_owned_spans``).
+  (``owned_bytes``), and so does prefetch (``prefetched_owned_spans``), whose
+  files are shared out among the ranks of the stage (``prefetch_share``).
   fastsafetensors and instanttensor read each file they are given whole.
 - The ``.pt`` iterators load a file at a time: they map it (``mmap_checkpoint``)
   and yield only owned tensors (``owned_weights_only``), so the other stages'
@@ -52,6 +53,7 @@ __all__ = [
     "owned_tensors",
     "owned_weights_only",
     "owns_weight",
+    "prefetch_share",
     "prefetched_owned_spans",
     "skip_unowned_layers",
 ]
@@ -170,6 +172,19 @@ def prefetched_owned_spans(file_path: str, block_size: int) -> bool:
             while start < end and (block := f.read(min(block_size, end - start))):
                 start += len(block)
     return True
+
+
+def prefetch_share(rank: int, world_size: int) -> tuple[int, int]:
+    """``(rank, world_size)`` that prefetch shares the sorted file list out by. Stock
+    shares it among every rank, which assumes every rank has the same list; with
+    ``owned_files`` each stage has its own, so its files are shared among the ranks
+    of that stage (its tensor-parallel group), which between them cover all."""
+    if owned_layers() is None:
+        return rank, world_size
+    from vllm.distributed import parallel_state
+
+    group = parallel_state.get_tp_group()
+    return group.rank_in_group, group.world_size
 
 
 def owns_weight(weight_name: str) -> bool:
