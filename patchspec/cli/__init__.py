@@ -221,7 +221,7 @@ def _row(r) -> dict:
 
 
 def cmd_compile(args) -> Outcome:
-    from patchspec import drift_report
+    from patchspec.releases import drift_report
 
     prepared = ops.prepare(args.spec, args.release, args.root, _only(args))
     texts = ops.compile_spec(prepared)
@@ -333,7 +333,7 @@ def cmd_validate(args) -> Outcome:
 
 
 def cmd_drift(args) -> Outcome:
-    from patchspec import cache, drift_report
+    from patchspec.releases import cache, drift_report
 
     if args.pypi:
         result = drift_report.pypi_drift(args.spec, cache.requirement(args.pypi), args.release, args.baseline,
@@ -344,7 +344,7 @@ def cmd_drift(args) -> Outcome:
 
 
 def cmd_matrix(args) -> Outcome:
-    from patchspec import cache, drift_report
+    from patchspec.releases import cache, drift_report
 
     if args.since and not any("==" not in given for given in args.pypi):
         raise PatchspecError("--since needs a --pypi NAME without a version")
@@ -363,7 +363,7 @@ def cmd_matrix(args) -> Outcome:
 
 
 def cmd_profile(args) -> Outcome:
-    from patchspec import drift_report
+    from patchspec.releases import drift_report
 
     accept = (lambda suggestion: True) if args.accept_suggested else _ask if sys.stdin.isatty() else None
     draft = drift_report.new_profile(args.release, args.root, args.spec, args.old, args.force, accept,
@@ -385,7 +385,7 @@ def _ask(suggestion: str) -> bool:
 
 def cmd_init(args) -> Outcome:
     from patchspec import init
-    from patchspec.cache import pypi_root
+    from patchspec.releases.cache import pypi_root
 
     root = args.root or str(pypi_root(args.pypi))
     written = init.scaffold(args.name, root, args.target, args.dir)
