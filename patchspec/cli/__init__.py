@@ -407,7 +407,8 @@ def cmd_init(args) -> Outcome:
 
 
 def cmd_record(args) -> Outcome:
-    from patchspec import drift_report, ops, record
+    from patchspec import ops, record
+    from patchspec.releases import drift_report
 
     done = record.record(args.name, args.root, args.upstream, args.before, tuple(args.target), args.dir,
                          apply_edit=lambda spec, root: ops.apply(spec, "auto", root).files,
