@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from patchspec import ops
+from patchspec.prepare import prepare
 from patchspec.install import state as staterec, txn
 from patchspec.cli import main
 from patchspec.errors import PatchspecError
@@ -122,7 +123,7 @@ def test_diff_is_a_plain_patch_for_patch_and_git_apply(release_root, tmp_path, c
 
 def test_release_auto_reads_dist_info(vllm_release, copy_root):
     root = copy_root(vllm_release("0.30.0"))
-    assert ops.prepare(DEMO, "auto", str(root)).release == "v0.30.0"
+    assert prepare(DEMO, "auto", str(root)).release == "v0.30.0"
 
 
 def test_two_appliers_one_waits_then_fails_clearly(release_root):

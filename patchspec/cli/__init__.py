@@ -232,21 +232,23 @@ def _row(r) -> dict:
 
 
 def cmd_compile(args) -> Outcome:
-    from patchspec.releases import drift_report
+    from patchspec.cli.present import plan_line, report_json, report_lines
+    from patchspec.prepare import compile_spec, prepare
+    from patchspec.releases import report
 
-    prepared = ops.prepare(args.spec, args.release, args.root, _only(args))
-    texts = ops.compile_spec(prepared)
+    prepared = prepare(args.spec, args.release, args.root, _only(args))
+    texts = compile_spec(prepared)
     out = _notes([f"warning: {w}" for w in prepared.warnings])
     out.results += [_row(r) for r in prepared.plan.resolved]
-    out.lines += [ops.plan_line(r) for r in prepared.plan.resolved]
+    out.lines += [plan_line(r) for r in prepared.plan.resolved]
     if args.output:
         for rel, text in texts.items():
             _write_output(Path(args.output), rel, text)
             out.results.append({"type": "file", "path": rel, "action": "written", "under": args.output})
         out.lines.append(f"wrote {len(texts)} file(s) under {args.output}")
-    drifted = drift_report.drift(args.spec, args.root, prepared.release)
-    out.results += drift_report.report_json(drifted)
-    out.lines += drift_report.report_lines(drifted)
+    drifted = report.drift(args.spec, args.root, prepared.release)
+    out.results += report_json(drifted)
+    out.lines += report_lines(drifted)
     return out
 
 
@@ -304,15 +306,18 @@ def cmd_status(args) -> Outcome:
 
 
 def cmd_check(args) -> Outcome:
+    from patchspec.cli.present import check_line
+
     result = ops.check(args.spec, args.release, args.root, _only(args))
     return Outcome(result.code, [_row(r) for r in result.rows] + [dict(p) for p in result.problems],
-                   [ops.check_line(r) for r in result.rows] + [p["detail"] for p in result.problems])
+                   [check_line(r) for r in result.rows] + [p["detail"] for p in result.problems])
 
 
 def cmd_diff(args) -> Outcome:
     from patchspec.difftext import unified
+    from patchspec.prepare import prepare
 
-    prepared = ops.prepare(args.spec, args.release, args.root, _only(args))
+    prepared = prepare(args.spec, args.release, args.root, _only(args))
     pieces = [(rel, unified(rel, old, new)) for rel, old, new in ops.diff_texts(prepared)
               if old is not None or not args.patched_only]
     text = "".join(piece for _, piece in pieces)
@@ -344,18 +349,21 @@ def cmd_validate(args) -> Outcome:
 
 
 def cmd_drift(args) -> Outcome:
-    from patchspec.releases import cache, drift_report
+    from patchspec.cli.present import report_json, report_lines
+    from patchspec.releases import cache, report
 
     if args.pypi:
-        result = drift_report.pypi_drift(args.spec, cache.requirement(args.pypi), args.release, args.baseline,
+        result = report.pypi_drift(args.spec, cache.requirement(args.pypi), args.release, args.baseline,
                                          not args.no_cache)
     else:
-        result = drift_report.drift(args.spec, args.root, args.release, args.baseline, not args.no_cache)
-    return Outcome(severity_exit(result.code), drift_report.report_json(result), drift_report.report_lines(result))
+        result = report.drift(args.spec, args.root, args.release, args.baseline, not args.no_cache)
+    return Outcome(severity_exit(result.code), report_json(result), report_lines(result))
 
 
 def cmd_matrix(args) -> Outcome:
-    from patchspec.releases import cache, drift_report
+    from patchspec.cli.present import matrix_json, matrix_markdown, matrix_text
+    from patchspec.releases import cache
+    from patchspec.releases.matrix import matrix
 
     if args.since and not any("==" not in given for given in args.pypi):
         raise PatchspecError("--since needs a --pypi NAME without a version")
@@ -368,16 +376,16 @@ def cmd_matrix(args) -> Outcome:
     roots = args.root + [str(cache.pypi_root(r)) for r in requirements]
     if not roots:
         raise PatchspecError("matrix needs at least one --root or --pypi")
-    m = drift_report.matrix(args.spec, roots, args.release, not args.no_cache)
-    lines = drift_report.matrix_markdown(m) if args.markdown else drift_report.matrix_text(m)
-    return Outcome(severity_exit(m.code), drift_report.matrix_json(m), lines)
+    m = matrix(args.spec, roots, args.release, not args.no_cache)
+    lines = matrix_markdown(m) if args.markdown else matrix_text(m)
+    return Outcome(severity_exit(m.code), matrix_json(m), lines)
 
 
 def cmd_profile(args) -> Outcome:
-    from patchspec.releases import drift_report
+    from patchspec.releases.new_profile import new_profile
 
     accept = (lambda suggestion: True) if args.accept_suggested else _ask if sys.stdin.isatty() else None
-    draft = drift_report.new_profile(args.release, args.root, args.spec, args.old, args.force, accept,
+    draft = new_profile(args.release, args.root, args.spec, args.old, args.force, accept,
                                      args.allow_broken)
     results = [{"type": "needs-human", "detail": n} for n in draft.needs]
     results += [{"type": "note", "detail": n} for n in draft.notes]
@@ -408,11 +416,11 @@ def cmd_init(args) -> Outcome:
 
 def cmd_record(args) -> Outcome:
     from patchspec import ops, record
-    from patchspec.releases import drift_report
+    from patchspec.releases.new_profile import new_profile
 
     done = record.record(args.name, args.root, args.upstream, args.before, tuple(args.target), args.dir,
                          apply_edit=lambda spec, root: ops.apply(spec, "auto", root).files,
-                         new_profile=lambda release, root, spec: drift_report.new_profile(release, root, [spec]).path)
+                         new_profile=lambda release, root, spec: new_profile(release, root, [spec]).path)
     results = [{"type": "file", "path": str(p), "action": "written"} for p in done.written]
     results += [{"type": "file", "path": rel, "action": "replaced by the spec applied"} for rel in done.applied]
     lines = [f"wrote {p}" for p in done.written]

@@ -11,6 +11,7 @@ import subprocess
 import pytest
 
 from patchspec import ops
+from patchspec.prepare import pristine_reader
 from patchspec.install import state as staterec, txn
 from patchspec.cli import main
 from patchspec.errors import PatchspecError
@@ -257,7 +258,7 @@ def test_seen_10_drift_reads_the_installed_files_not_a_stale_copy(toy):
     ops.apply(spec, "auto", str(root))
     pip_install(root, "2.0")
     r = Root.open(root)
-    assert "x = 2" in ops.pristine_reader(r, staterec.load(r))("pkg/a.py")
+    assert "x = 2" in pristine_reader(r, staterec.load(r))("pkg/a.py")
 
 
 @pytest.fixture
