@@ -258,25 +258,26 @@ def class_names(cls: ast.ClassDef, tree: ast.Module | None = None) -> set[str]:
     return names
 
 
-def class_reads_before(cls: ast.ClassDef, name: str) -> ast.AST | None:
-    """The first expression the class body evaluates while it runs that reads ``name``: a default
-    argument, a decorator, an annotation, a base, another attribute's value (a function's body runs
-    later and reads the live value, so it does not count)."""
+def class_reads_before(cls: ast.ClassDef, name: str) -> tuple[ast.AST, str] | None:
+    """The first expression the class body evaluates while it runs that reads ``name``, and what it is:
+    a default argument, a decorator, a base, another attribute's value (a function's body runs later and
+    reads the live value, so it does not count)."""
     for stmt in cls.body:
-        for node in _evaluated(stmt):
+        for node, what in _evaluated(stmt):
             if reads_name(node, name):
-                return node
+                return node, what
     return None
 
 
 def _evaluated(stmt: ast.stmt):
-    """The sub-expressions of a class-body statement that run when the class body runs."""
+    """(sub-expression, what it is) of a class-body statement, for those that run when the body runs."""
     if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
         a = stmt.args
-        yield from stmt.decorator_list
-        yield from [d for d in a.defaults + a.kw_defaults if d is not None]
+        yield from ((d, f"a decorator of {stmt.name}") for d in stmt.decorator_list)
+        yield from ((d, f"a default argument of {stmt.name}") for d in a.defaults + a.kw_defaults if d is not None)
         return
     if isinstance(stmt, ast.ClassDef):
-        yield from stmt.decorator_list + stmt.bases + [k.value for k in stmt.keywords]
+        yield from ((d, f"the header of class {stmt.name}")
+                    for d in stmt.decorator_list + stmt.bases + [k.value for k in stmt.keywords])
         return
-    yield stmt
+    yield stmt, f"`{statement_text(stmt)}`"
