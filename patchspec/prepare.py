@@ -166,7 +166,8 @@ def binding_problems(prepared: Prepared) -> list[str]:
     uses = {rel: entries for rel, entries in snippets.read_package(snippet_api.declared_uses, spec).items()
             if package_of(rel) in present}
     parsed = bindings.tree_reader(prepared.read)
-    found = bindings.problems(uses, lambda rel: plan.sources[rel].tree if rel in plan.sources else parsed(rel))
+    found = bindings.problems(uses, lambda rel: plan.sources[rel].tree if rel in plan.sources else parsed(rel),
+                              bindings.spec_binds(spec))
     return found + [str(p) for p in plan.problems]
 
 
