@@ -12,13 +12,13 @@ from pathlib import Path
 
 from patchspec import snippets
 from patchspec.compiler import encoding
-from patchspec.compiler import plan as planner
 from patchspec.compiler.edits import Status
+from patchspec.compiler.plan import ConflictError, Resolved, emit
 from patchspec.errors import Exit, PatchspecError
-from patchspec.install import state as staterec
 from patchspec.install import txn
 from patchspec.install.installed import AS_WRITTEN, EDITED, MISSING, REMOVED, REPLACED, PipRecords
 from patchspec.install.root import Root
+from patchspec.install.state import STATE_FILE, SpecRecord, State, load_state, locked, pristine_path, sha256
 from patchspec.model import MARKER
 from patchspec.prepare import (
     Prepared,
@@ -36,11 +36,11 @@ from patchspec.spec import load_spec
 class ApplyResult:
     changed: bool
     files: list[str]
-    skipped: list[planner.Resolved] = field(default_factory=list)
+    skipped: list[Resolved] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)   # recovery, dropped stale records, RECORD warnings
 
 
-def _drop_stale(root: Root, state: staterec.State, records: PipRecords, names: list[str],
+def _drop_stale(root: Root, state: State, records: PipRecords, names: list[str],
                 writes: dict[str, bytes | None]) -> list[str]:
     """Forget what a reinstall, an upgrade or an uninstall made stale in the records of ``names``: a file
     replaced by the installed release's own bytes (or removed with its package) leaves the record, the file
@@ -54,7 +54,7 @@ def _drop_stale(root: Root, state: staterec.State, records: PipRecords, names: l
             status = records.file_status(state, rel)
             if status in (REPLACED, REMOVED):
                 state.drop_file(rel)
-                writes[staterec.pristine_path(rel)] = None
+                writes[pristine_path(rel)] = None
                 how = f"replaced by {records.where(rel)}" if status == REPLACED else "removed with its package"
                 notes.append(f"dropped: {rel}: {how}; the record of {name} ({rec.release}) for it is gone, "
                              "the file is left as it is")
@@ -71,9 +71,9 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
           lock_timeout: float = 30.0) -> ApplyResult:
     root = Root.open(root_path)
     txn.check_writable(root.path)
-    with staterec.locked(root, lock_timeout):
+    with locked(root, lock_timeout):
         notes = txn.recover(root)
-        state = staterec.load(root)
+        state = load_state(root)
         records = PipRecords(root)
         writes: dict[str, bytes | None] = {}
         notes += _drop_stale(root, state, records, [load_spec(spec_path).name], writes)
@@ -102,7 +102,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
                                      "it (reinstall the package, e.g. pip install --force-reinstall --no-deps "
                                      "NAME==VERSION), then apply; nothing was written", file=str(root.path / rel))
             want = records.hash(rel)
-            if want is not None and want != staterec.sha256(data):
+            if want is not None and want != sha256(data):
                 warnings.append(f"warning: {rel} differs from what {records.where(rel)} installed (its RECORD "
                                 "sha256): changed after install; kept as the pristine copy all the same")
         sharing = [s for n, s in applied_specs(state, root).items() if n in state.touching(files)]
@@ -113,14 +113,14 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         runtime = snippets.install_files(spec)
         for rel, data in runtime.items():
             entry = state.snippets.get(rel)
-            if entry is not None and entry.sha256 != staterec.sha256(data):
+            if entry is not None and entry.sha256 != sha256(data):
                 raise PatchspecError(f"snippet file {rel} is installed with other contents by "
                                      f"{', '.join(entry.specs)}", file=str(root.path / rel))
             if entry is None and rel not in writes and root.read_bytes(rel) is not None:
                 raise PatchspecError("a file patchspec did not write is in the way of a snippet file: apply "
                                      "overwrites only its own files; move it away; nothing was written",
                                      file=str(root.path / rel))
-        rec = staterec.SpecRecord(
+        rec = SpecRecord(
             spec_path=str(Path(spec_path).resolve()), spec_sha256=spec.sha256,
             spec_text=_utf8(prepared.raw_spec, spec_path), release=prepared.release,
             profile_path=prepared.profile.path, profile_text=prepared.profile.text,
@@ -129,7 +129,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
                                      {rel: records.hash(rel) for rel in pristine}))
         writes.update(patched)
         writes.update(runtime)
-        writes[staterec.STATE_FILE] = state.dump()
+        writes[STATE_FILE] = state.dump()
         txn.commit(root, writes)
         return ApplyResult(True, sorted(files), skipped, notes + warnings)
 
@@ -145,14 +145,14 @@ def _utf8(raw: bytes, where: str) -> str:
                              file=where, line=line, col=col) from None
 
 
-def _verify_file(root: Root, state: staterec.State, rel: str) -> None:
+def _verify_file(root: Root, state: State, rel: str) -> None:
     current = root.read_bytes(rel)
-    if staterec.sha256(current) != state.files[rel].patched_sha256:
+    if sha256(current) != state.files[rel].patched_sha256:
         raise PatchspecError("patched file was edited or removed since apply (use unapply --force to "
                              "restore it anyway); nothing was written", file=str(root.path / rel))
 
 
-def _verify_unchanged(root: Root, state: staterec.State, name: str) -> None:
+def _verify_unchanged(root: Root, state: State, name: str) -> None:
     for rel in state.specs[name].files:
         _verify_file(root, state, rel)
 
@@ -169,9 +169,9 @@ def unapply(spec_name_or_path: str, root_path: str, force: bool = False,
     left as it is and its record dropped: bytes of one release are never written into another."""
     root = Root.open(root_path)
     txn.check_writable(root.path)
-    with staterec.locked(root, lock_timeout):
+    with locked(root, lock_timeout):
         notes = txn.recover(root)
-        state = staterec.load(root)
+        state = load_state(root)
         name = _spec_name(spec_name_or_path)
         if name not in state.specs:
             raise PatchspecError(f"spec {name} is not applied to this root", file=str(root.path))
@@ -186,7 +186,7 @@ def unapply(spec_name_or_path: str, root_path: str, force: bool = False,
         for rel, status in statuses.items():
             if status in (REPLACED, REMOVED):
                 state.drop_file(rel)
-                writes[staterec.pristine_path(rel)] = None
+                writes[pristine_path(rel)] = None
                 how = f"replaced by {records.where(rel)}" if status == REPLACED else "removed with its package"
                 actions.append((rel, f"left as it is ({how}); record dropped"))
         others = applied_specs(state, root, exclude=name)
@@ -194,24 +194,24 @@ def unapply(spec_name_or_path: str, root_path: str, force: bool = False,
         rec, released, unused = state.drop_spec(name)
         for rel in rec.files:
             if rel in released:
-                pristine = root.read_bytes(staterec.pristine_path(rel))
-                if staterec.sha256(pristine) != expected[rel]:
+                pristine = root.read_bytes(pristine_path(rel))
+                if sha256(pristine) != expected[rel]:
                     raise PatchspecError("pristine copy is missing or altered: the original cannot be restored; "
-                                         "nothing was written", file=str(root.path / staterec.pristine_path(rel)))
+                                         "nothing was written", file=str(root.path / pristine_path(rel)))
                 writes[rel] = pristine
-                writes[staterec.pristine_path(rel)] = None
+                writes[pristine_path(rel)] = None
                 actions.append((rel, "restored"))
             else:
                 remaining = [others[n] for n in state.files[rel].specs]
                 data = encoding.encode(patched_texts(remaining, {rel}, root, state)[rel],
-                                       root.read_bytes(staterec.pristine_path(rel)))
-                state.files[rel].patched_sha256 = staterec.sha256(data)
+                                       root.read_bytes(pristine_path(rel)))
+                state.files[rel].patched_sha256 = sha256(data)
                 writes[rel] = data
                 actions.append((rel, f"restored under {', '.join(state.files[rel].specs)}"))
         for rel in unused:
             writes[rel] = None
             writes.update(_bytecode(root, rel))
-        writes[staterec.STATE_FILE] = state.dump()
+        writes[STATE_FILE] = state.dump()
         txn.commit(root, writes)
         return UnapplyResult(actions, notes)
 
@@ -234,7 +234,7 @@ def _spec_name(spec_name_or_path: str) -> str:
 def recover(root_path: str, lock_timeout: float = 30.0) -> list[str]:
     """Roll back an interrupted apply or unapply from its journal."""
     root = Root.open(root_path)
-    with staterec.locked(root, lock_timeout):
+    with locked(root, lock_timeout):
         return txn.recover(root) or ["nothing to recover"]
 
 
@@ -243,24 +243,24 @@ def forget(spec_name_or_path: str, root_path: str, lock_timeout: float = 30.0) -
     files no other spec needs go when they are as patchspec wrote them."""
     root = Root.open(root_path)
     txn.check_writable(root.path)
-    with staterec.locked(root, lock_timeout):
+    with locked(root, lock_timeout):
         txn.recover(root)
-        state = staterec.load(root)
+        state = load_state(root)
         name = _spec_name(spec_name_or_path)
         if name not in state.specs:
             raise PatchspecError(f"spec {name} is not applied to this root", file=str(root.path))
         snippet_sha = {rel: state.snippets[rel].sha256 for rel in state.specs[name].snippets}
         rec, released, unused = state.drop_spec(name)
-        writes: dict[str, bytes | None] = {staterec.pristine_path(rel): None for rel in released}
+        writes: dict[str, bytes | None] = {pristine_path(rel): None for rel in released}
         actions = [(rel, "left as it is; record dropped") for rel in rec.files]
         for rel in unused:
-            if staterec.sha256(root.read_bytes(rel)) == snippet_sha[rel]:
+            if sha256(root.read_bytes(rel)) == snippet_sha[rel]:
                 writes[rel] = None
                 writes.update(_bytecode(root, rel))
                 actions.append((rel, "removed (a snippet file patchspec wrote)"))
             else:
                 actions.append((rel, "left as it is (not as patchspec wrote it)"))
-        writes[staterec.STATE_FILE] = state.dump()
+        writes[STATE_FILE] = state.dump()
         txn.commit(root, writes)
         return actions
 
@@ -270,7 +270,7 @@ class CheckResult:
     """One row per transform (the same unit before and after apply) and what else stops the spec."""
 
     code: int                      # Exit.OK applied, Exit.PENDING would apply cleanly, Exit.BROKEN does not hold
-    rows: list[planner.Resolved]
+    rows: list[Resolved]
     problems: list[dict] = field(default_factory=list)   # {"type", "detail"[, "file"]}
 
 
@@ -283,7 +283,7 @@ def check(spec_path: str, release: str, root_path: str, only: set[str] | None = 
     root = txn.pending_view(Root.open(root_path))
     pending = txn.pending_note(root)
     notes = [{"type": "recovery", "detail": pending}] if pending else []
-    state = staterec.load(root)
+    state = load_state(root)
     spec = load_spec(spec_path)
     notes += [{"type": "replaced", "detail": n} for n in _drop_stale(root, state, PipRecords(root), [spec.name], {})]
     rec = state.specs.get(spec.name)
@@ -291,7 +291,7 @@ def check(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         # Fast path: the record says what was written; hashes say whether it is still there.
         resolved = applied_specs(state, root)[spec.name]
         edited = {rel for rel in rec.files + rec.snippets if not _matches_record(root, state, rel)}
-        rows = [planner.Resolved(spec.name, t.id, x.index, x.kind, t.file, t.function,
+        rows = [Resolved(spec.name, t.id, x.index, x.kind, t.file, t.function,
                                  EDITED if t.file in edited else APPLIED if t.file in rec.files else Status.SKIPPED)
                 for t in resolved.targets for x in t.transforms]
         problems = [{"type": "edited", "file": rel, "detail": f"edited: {rel} differs from what apply wrote"}
@@ -311,16 +311,16 @@ def check(spec_path: str, release: str, root_path: str, only: set[str] | None = 
     if prepared.plan.errors:  # the bindings are said too: a release may lack both an anchor and a name
         return CheckResult(Exit.BROKEN, rows, notes + bound + partial)
     try:
-        planner.emit(prepared.plan, [prepared.spec])
-    except planner.ConflictError as exc:
+        emit(prepared.plan, [prepared.spec])
+    except ConflictError as exc:
         return CheckResult(Exit.BROKEN, rows, notes + [{"type": "conflict", "detail": str(exc)}] + partial)
     problems = bound + [{"type": "binding", "detail": f"binding: {p}"} for p in prepared.plan.problems] + partial
     return CheckResult(Exit.BROKEN if problems else Exit.PENDING, rows, notes + problems)
 
 
-def _matches_record(root: Root, state: staterec.State, rel: str) -> bool:
+def _matches_record(root: Root, state: State, rel: str) -> bool:
     want = state.files[rel].patched_sha256 if rel in state.files else state.snippets[rel].sha256
-    return staterec.sha256(root.read_bytes(rel)) == want
+    return sha256(root.read_bytes(rel)) == want
 
 
 @dataclass
@@ -335,7 +335,7 @@ def status(root_path: str) -> StatusReport:
     written, edited by hand, or replaced by another version of its package, with what to do."""
     root = txn.pending_view(Root.open(root_path))
     pending = txn.pending_note(root)
-    state = staterec.load(root)
+    state = load_state(root)
     records = PipRecords(root)
     results, lines, code = [], [], Exit.OK
     if pending:

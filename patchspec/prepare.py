@@ -12,12 +12,12 @@ from pathlib import Path
 
 from patchspec import snippets
 from patchspec.compiler import bindings, encoding, snippet_api
-from patchspec.compiler import plan as planner
 from patchspec.compiler.edits import Status
+from patchspec.compiler.plan import ConflictError, Plan, emit, resolve
 from patchspec.errors import Location, PatchspecError
 from patchspec.install import installed, txn
-from patchspec.install import state as staterec
 from patchspec.install.root import Root
+from patchspec.install.state import State, load_state, pristine_path, sha256
 from patchspec.model import Spec, package_of
 from patchspec.releases import profiles
 from patchspec.spec import load_spec, load_spec_bytes
@@ -30,7 +30,7 @@ class Prepared:
     spec: Spec
     release: str
     root: Root
-    plan: planner.Plan
+    plan: Plan
     profile: profiles.Profile
     raw_spec: bytes
     read: object  # rel -> pristine text or None
@@ -38,7 +38,7 @@ class Prepared:
 
 
 def prepare(spec_path: str, release: str, root_path: str | Root, only: set[str] | None = None,
-            state: staterec.State | None = None) -> Prepared:
+            state: State | None = None) -> Prepared:
     root = txn.pending_view(Root.open(root_path))  # as before an interrupted run, if one is pending
     base = load_spec(spec_path)
     directory = profiles.releases_dir(spec_path)
@@ -53,21 +53,21 @@ def prepare(spec_path: str, release: str, root_path: str | Root, only: set[str] 
                         f"{profiles.describe(found, profile.packages)}")
     spec = canonical_spec(profiles.for_release(base, profile), root)
     snippets.validate(spec)
-    state = staterec.load(root) if state is None else state
+    state = load_state(root) if state is None else state
     read = pristine_reader(root, state)
-    plan = planner.resolve([spec], read, root.has_package, only)
+    plan = resolve([spec], read, root.has_package, only)
     return Prepared(spec, release, root, plan, profile, Path(spec_path).read_bytes(), read, warnings)
 
 
-def pristine_reader(root: Root, state: staterec.State):
+def pristine_reader(root: Root, state: State):
     """Read a file as it was before any spec patched it, in the encoding it declares (BOM, cookie): its
     pristine copy while the file is as a spec wrote it, else the file itself (a reinstall or an upgrade
     replaced it: the copy is stale)."""
     def read(rel: str) -> str | None:
         record = state.files.get(rel)
         path = rel
-        if record is not None and staterec.sha256(root.read_bytes(rel)) == record.patched_sha256:
-            path = staterec.pristine_path(rel)
+        if record is not None and sha256(root.read_bytes(rel)) == record.patched_sha256:
+            path = pristine_path(rel)
         data = root.read_bytes(path)
         if data is None and path != rel:
             raise PatchspecError("pristine copy missing from the state record", file=str(root.path / path))
@@ -93,7 +93,7 @@ def canonical_spec(spec: Spec, root: Root) -> Spec:
     return spec.with_targets(tuple(targets))
 
 
-def raise_plan_errors(plan: planner.Plan) -> None:
+def raise_plan_errors(plan: Plan) -> None:
     """The first unresolved transform, at its place in the spec and (where known) in the source."""
     if plan.errors:
         first = plan.errors[0]
@@ -112,11 +112,11 @@ def _at_spec(message: str, spec_loc, *source: Location) -> PatchspecError:
     return PatchspecError(message, file=spec_loc.file, line=spec_loc.line, col=spec_loc.col, also=source)
 
 
-def emit_checked(plan: planner.Plan, specs: list[Spec]) -> dict[str, str]:
-    """``planner.emit``, with a conflict or anything lint refuses raised at the spec's line:col."""
+def emit_checked(plan: Plan, specs: list[Spec]) -> dict[str, str]:
+    """``emit``, with a conflict or anything lint refuses raised at the spec's line:col."""
     try:
-        texts = planner.emit(plan, specs)
-    except planner.ConflictError as exc:
+        texts = emit(plan, specs)
+    except ConflictError as exc:
         first, *rest = exc.locations or [None]
         raise _at_spec(f"{exc}; nothing was written", first, *[Location(r.file, r.line, r.col) for r in rest],
                        Location(exc.file, exc.line)) from None
@@ -128,7 +128,7 @@ def emit_checked(plan: planner.Plan, specs: list[Spec]) -> dict[str, str]:
     return texts
 
 
-def applied_specs(state: staterec.State, root: Root, exclude: str | None = None) -> dict[str, Spec]:
+def applied_specs(state: State, root: Root, exclude: str | None = None) -> dict[str, Spec]:
     """The release-resolved specs already applied to the root, rebuilt from the texts the record keeps."""
     out = {}
     for name, rec in state.specs.items():
@@ -140,12 +140,12 @@ def applied_specs(state: staterec.State, root: Root, exclude: str | None = None)
     return out
 
 
-def patched_texts(specs: list[Spec], files: set[str], root: Root, state: staterec.State) -> dict[str, str]:
+def patched_texts(specs: list[Spec], files: set[str], root: Root, state: State) -> dict[str, str]:
     """The text of each file with every one of ``specs`` applied to its pristine text, in stacking order
     (``order``, then name), so that the text does not depend on the order the specs were applied in."""
     scoped = [s.with_targets(tuple(t for t in s.targets if t.file in files))
               for s in sorted(specs, key=lambda s: s.rank)]
-    plan = planner.resolve(scoped, pristine_reader(root, state), root.has_package,
+    plan = resolve(scoped, pristine_reader(root, state), root.has_package,
                            {package_of(f) for f in files})
     raise_plan_errors(plan)
     return emit_checked(plan, scoped)

@@ -11,7 +11,8 @@ import pytest
 
 from patchspec import ops
 from patchspec.prepare import prepare
-from patchspec.install import state as staterec, txn
+from patchspec.install import txn
+from patchspec.install.state import locked
 from patchspec.cli import main
 from patchspec.errors import PatchspecError
 from patchspec.install.root import Root
@@ -129,7 +130,7 @@ def test_release_auto_reads_dist_info(vllm_release, copy_root):
 def test_two_appliers_one_waits_then_fails_clearly(release_root):
     root, release = release_root
     before = tree(root)
-    with staterec.locked(Root.open(root), timeout=1):
+    with locked(Root.open(root), timeout=1):
         with pytest.raises(PatchspecError, match="holds the lock"):
             ops.apply(DEMO, release, str(root), lock_timeout=0.3)
     assert {k: v for k, v in tree(root).items() if not k.startswith(".patchspec")} == before

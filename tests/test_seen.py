@@ -16,7 +16,6 @@ import pytest
 from patchspec import ops
 from patchspec.cli.present import plan_line
 from patchspec.prepare import prepare
-from patchspec.compiler import plan as planner
 from patchspec.errors import PatchspecError
 from tests.compiler.helpers import FILE, make_spec, patch, resolve, target
 

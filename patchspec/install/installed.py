@@ -17,8 +17,8 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from patchspec.install import state as staterec
 from patchspec.install.root import Root
+from patchspec.install.state import PackageRecord, State, sha256
 
 
 @dataclass(frozen=True)
@@ -170,18 +170,18 @@ class PipRecords:
             self._hashes[package] = dist.hashes()
         return self._hashes[package].get(rel)
 
-    def packages(self, files) -> dict[str, staterec.PackageRecord]:
+    def packages(self, files) -> dict[str, PackageRecord]:
         out = {}
         for rel in files:
             dist = self.dist(rel)
             if dist is not None:
-                out[rel.split("/", 1)[0]] = staterec.PackageRecord(dist.version, dist.record_sha256)
+                out[rel.split("/", 1)[0]] = PackageRecord(dist.version, dist.record_sha256)
         return out
 
-    def file_status(self, state: staterec.State, rel: str) -> str:
+    def file_status(self, state: State, rel: str) -> str:
         data = self.root.read_bytes(rel)
         want = state.files[rel].patched_sha256 if rel in state.files else state.snippets[rel].sha256
-        current = staterec.sha256(data)
+        current = sha256(data)
         if current == want:
             return AS_WRITTEN
         if rel in state.snippets:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from patchspec.install import installed, state as staterec
+from patchspec.install import installed
+
+from patchspec.install.state import load_state, sha256
 from patchspec.releases import cache
 from patchspec.errors import PatchspecError
 from patchspec.model import package_of
@@ -69,7 +71,7 @@ def hand_edit(root: Root, targets: list[str]) -> Change:
     named = [parse_target(t) for t in targets]
     found = installed.scan(root.path)
     records = installed.PipRecords(root)
-    state = staterec.load(root)
+    state = load_state(root)
     wanted = {package_of(rel) for rel, _ in named}
     edited: dict[str, list[str]] = {}   # package -> files
     for package, item in sorted(found.items()):
@@ -88,7 +90,7 @@ def hand_edit(root: Root, targets: list[str]) -> Change:
                 continue
             data = root.read_bytes(rel)
             if rel in state.files:
-                if staterec.sha256(data) == state.files[rel].patched_sha256:
+                if sha256(data) == state.files[rel].patched_sha256:
                     continue
                 raise PatchspecError(f"{rel} is patched by {', '.join(state.files[rel].specs)} and was edited "
                                      "since: record compares with the release's own bytes; unapply "
@@ -101,7 +103,7 @@ def hand_edit(root: Root, targets: list[str]) -> Change:
             if data is None:
                 raise PatchspecError(f"{rel} was deleted by the edit: a spec changes files, it deletes none; "
                                      "reinstall it; nothing was written", file=str(root.path / rel))
-            if staterec.sha256(data) != mine[rel]:
+            if sha256(data) != mine[rel]:
                 edited.setdefault(package, []).append(rel)
     if not edited:
         without = sorted(p for p, item in found.items() if (not wanted or p in wanted)
@@ -124,7 +126,7 @@ def hand_edit(root: Root, targets: list[str]) -> Change:
             raise PatchspecError(f"{rel} is not in {dist} {item.version}'s wheel or sdist: it was added after "
                                  "install; nothing was written", file=str(root.path / rel))
         want = (records.dist(package).hashes() if records.dist(package) else {}).get(rel)
-        if want is not None and staterec.sha256(data) != want:
+        if want is not None and sha256(data) != want:
             raise PatchspecError(f"{rel}: the index's {dist} {item.version} is not what was installed (its bytes "
                                  "differ from RECORD's sha256); nothing was written", file=str(root.path / rel))
         edit = _decode(root.read_bytes(rel) or b"", str(root.path / rel))

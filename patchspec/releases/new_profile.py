@@ -14,8 +14,8 @@ from patchspec import yamlloc
 from patchspec.compiler.drift import UNRECORDED, Candidate, DriftRow, has_pattern, report
 from patchspec.errors import PatchspecError
 from patchspec.install import installed
-from patchspec.install import state as staterec
 from patchspec.install.root import Root
+from patchspec.install.state import load_state
 from patchspec.prepare import pristine_reader
 from patchspec.releases import profiles
 from patchspec.releases.drift_cache import cached_binding_rows
@@ -50,7 +50,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     if path.exists() and not force:
         raise PatchspecError(f"{path.name} exists; --force to replace it", file=str(path))
     previous = profiles.load_profile(directory, old) if old else None
-    read = pristine_reader(root, staterec.load(root))
+    read = pristine_reader(root, load_state(root))
     found = installed.scan(root.path)
     specs_out, needs, broken, notes, packages = {}, [], [], [], set()
     for spec_path in spec_paths:

@@ -11,8 +11,8 @@ from pathlib import Path
 from patchspec.compiler.drift import CHANGED, UNCHANGED, USES, DriftRow, exit_code, report
 from patchspec.errors import PatchspecError
 from patchspec.install import installed
-from patchspec.install import state as staterec
 from patchspec.install.root import Root
+from patchspec.install.state import load_state
 from patchspec.model import Spec, package_of
 from patchspec.prepare import pristine_reader
 from patchspec.releases import cache, profiles
@@ -59,7 +59,7 @@ def drift(spec_path: str, root_path: str, release: str = "auto", baseline: str |
     release, note = pick_release(base, directory, root, release)
     profile = profiles.load_profile(directory, release)
     spec = profiles.for_release(base, profile)
-    read = pristine_reader(root, staterec.load(root))
+    read = pristine_reader(root, load_state(root))
     rows = report(spec, read, root.has_package, profile.fingerprints(spec.name),
                            _baseline_reader(baseline, profile),
                            *((cached_file_drift, cached_obsolete_line) if use_cache else ()))

@@ -11,7 +11,8 @@ import pytest
 
 import call_order
 from conftest import FIXTURE, SPEC
-from patchspec.compiler import bindings, plan as planner
+from patchspec.compiler import bindings
+from patchspec.compiler.plan import emit
 from patchspec import ops
 from patchspec.prepare import binding_problems, compile_spec, prepare
 from patchspec.errors import Exit, PatchspecError
@@ -83,7 +84,7 @@ HOOKED = {RUNNER: ["HPUModelRunner.sample_tokens", "HPUModelRunner._execute_mode
 
 def test_inserted_code_reads_names_bound_before_it(gaudi_root):
     prepared = prepare(str(SPEC), gaudi_root[1], str(gaudi_root[0]), only={"vllm_gaudi"})
-    planner.emit(prepared.plan, [prepared.spec])
+    emit(prepared.plan, [prepared.spec])
     assert set(prepared.plan.rendered) >= {(rel, f) for rel, functions in HOOKED.items() for f in functions}
     assert binding_problems(prepared) == []
 
@@ -107,7 +108,7 @@ def test_drift_is_caught(mutation, gaudi_root, copy_root):
     if mutation == "renamed-local":
         path.write_text(text.replace("pd_info", "prompt_decode_info"))
         prepared = prepare(str(SPEC), release, str(root), only={"vllm_gaudi"})
-        planner.emit(prepared.plan, [prepared.spec])
+        emit(prepared.plan, [prepared.spec])
         found = binding_problems(prepared)
         assert [f.rsplit(": ", 1)[1] for f in found] == ["pd_info"], found
         assert "HPUModelRunner.sample_tokens:" in found[0]
