@@ -89,6 +89,7 @@ class Differ:
     reads: set[str] = field(default_factory=set)
     _replaced: dict[int, int] = field(default_factory=dict)      # old statement -> its replace step
     _before: dict[int, list[int]] = field(default_factory=dict)  # old statement -> insert_before steps
+    elifs: set[int] = field(default_factory=set)   # old ``elif`` branches: no statement of their own
 
     def refuse(self, lines: tuple[int, int], what: str) -> Unfaithful:
         span = f"{lines[0]}" if lines[0] == lines[1] else f"{lines[0]}-{lines[1]}"
@@ -145,7 +146,7 @@ class Differ:
             self.replace_run([old], [new])
 
     def remove(self, old: ast.stmt) -> None:
-        if not self.unique(old):
+        if not self.unique(old) or id(old) in self.elifs:
             raise _Widen
         self.steps.append(Step("remove", {"anchor": self.old.code(old)}, self.old.lines_of(old)))
 
@@ -170,8 +171,16 @@ class Differ:
         else:
             raise _Widen
 
+    def _absent(self, node: ast.AST) -> bool:
+        """A replacement the old definition holds already (inside what it replaces) would read as a
+        change already made: the enclosing statement is replaced instead."""
+        form = "statement" if isinstance(node, ast.stmt) else "expression"
+        return self.count(self.new.code(node), form) == 0
+
     def _anchor(self, node: ast.stmt) -> str | None:
         """The smallest unique pattern of the statement, or None."""
+        if id(node) in self.elifs:
+            return None
         for text in dict.fromkeys((self.old.anchor(node), self.old.code(node))):
             if self.unique(node, text):
                 return text
@@ -186,7 +195,7 @@ class Differ:
             return
         if len(old) == 1 and len(new) == 1 and self._expression(old[0], new[0]):
             return
-        if not self.unique(old[0]):
+        if not self.unique(old[0]) or id(old[0]) in self.elifs or (len(new) == 1 and not self._absent(new[0])):
             raise _Widen
         self._note_reads(new)
         code = "\n".join(self.new.code(s) for s in new)
@@ -223,7 +232,7 @@ class Differ:
         pair = _only_difference(old, new)
         while pair is not None and isinstance(pair[0], ast.expr):
             o, n = pair
-            if self.unique(o):
+            if self.unique(o) and self._absent(n):
                 self._note_reads([n])
                 self.steps.append(Step("replace", {"pattern": self.old.code(o), "code": self.new.code(n)},
                                        self.old.lines_of(o), self.new.lines_of(n)))
@@ -299,6 +308,8 @@ def function_steps(differ: Differ, old: ast.AST, new: ast.AST) -> None:
             differ._note_reads([after])
             differ.steps.append(Step("set", {"parameter": arg.arg, "value": differ.new.code(after)},
                                      differ.old.lines_of(before), differ.new.lines_of(after)))
+    differ.elifs = {id(n.orelse[0]) for n in ast.walk(old) if isinstance(n, ast.If) and len(n.orelse) == 1
+                    and isinstance(n.orelse[0], ast.If) and n.orelse[0].col_offset == n.col_offset}
     try:
         differ.block(without_docstring(old.body), without_docstring(new.body))
     except _Widen:

@@ -20,8 +20,10 @@ from patchspec.record.diff import Differ, Drafted, Step, Unfaithful, assigned_na
 from patchspec.record.text import DEF_TYPES, Text, dump
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-# Beyond this many lines new code (a method, a module-level value) moves into the snippet module.
+# A value of this many lines or more moves into the snippet module, as a function that returns it (new
+# methods and names always move).
 INLINE_LINES = 12
+SNIPPET_ALIAS = "$SNIPPETS"   # the spec's alias, once the draft names it (see ``draft``)
 
 
 def locate(text: Text, qualname: str) -> ast.stmt | None:
@@ -88,9 +90,15 @@ class FileDraft:
         elif assigned_name(old) and assigned_name(new) and type(old) is type(new) \
                 and dump(getattr(old, "annotation", None) or ast.Pass()) == dump(getattr(new, "annotation", None) or ast.Pass()):
             target = self.target(qualname)
-            target.steps.append(Step("set", {"value": self.new.code(new.value)}, self.old.lines_of(old),
-                                     self.new.lines_of(new)))
-            target.reads |= _reads(new.value)
+            value = self.new.code(new.value)
+            if value.count("\n") >= INLINE_LINES:   # a table: its value moves into the snippet module
+                _check_movable(self.new, new, qualname)
+                name = qualname.rpartition(".")[2]
+                target.snippets[name] = f"def {name}():\n    return " + value.replace("\n", "\n    ")
+                value = f"{SNIPPET_ALIAS}.{name}()"
+            else:
+                target.reads |= _reads(new.value)
+            target.steps.append(Step("set", {"value": value}, self.old.lines_of(old), self.new.lines_of(new)))
         else:
             raise _refuse(self.new, new, f"{qualname} changed from {type(old).__name__} to {type(new).__name__}")
 
