@@ -5,7 +5,7 @@ import libcst as cst
 
 from patchspec.compiler.edits import NodeEdit, ResolveError, Status, marked
 from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Key, Kind
+from patchspec.compiler.transforms.kind import Key, Kind, code_binds
 
 
 def _resolve(action: str, ctx: TargetContext, params: dict[str, str]) -> tuple[int, list[NodeEdit]]:
@@ -19,6 +19,6 @@ def _resolve(action: str, ctx: TargetContext, params: dict[str, str]) -> tuple[i
 
 KEYS = {"anchor": Key.STATEMENT_PATTERN, "code": Key.CODE}
 INSERT_BEFORE = Kind("insert_before", "inserts `code` as the statement before the anchor statement", KEYS,
-                     lambda ctx, params: _resolve("before", ctx, params))
+                     lambda ctx, params: _resolve("before", ctx, params), binds=code_binds)
 INSERT_AFTER = Kind("insert_after", "inserts `code` as the statement after the anchor statement", KEYS,
-                    lambda ctx, params: _resolve("after", ctx, params))
+                    lambda ctx, params: _resolve("after", ctx, params), binds=code_binds)

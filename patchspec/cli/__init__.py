@@ -232,7 +232,7 @@ def _row(r) -> dict:
 
 
 def cmd_compile(args) -> Outcome:
-    from patchspec import drift_report
+    from patchspec.releases import drift_report
 
     prepared = ops.prepare(args.spec, args.release, args.root, _only(args))
     texts = ops.compile_spec(prepared)
@@ -344,7 +344,7 @@ def cmd_validate(args) -> Outcome:
 
 
 def cmd_drift(args) -> Outcome:
-    from patchspec import cache, drift_report
+    from patchspec.releases import cache, drift_report
 
     if args.pypi:
         result = drift_report.pypi_drift(args.spec, cache.requirement(args.pypi), args.release, args.baseline,
@@ -355,7 +355,7 @@ def cmd_drift(args) -> Outcome:
 
 
 def cmd_matrix(args) -> Outcome:
-    from patchspec import cache, drift_report
+    from patchspec.releases import cache, drift_report
 
     if args.since and not any("==" not in given for given in args.pypi):
         raise PatchspecError("--since needs a --pypi NAME without a version")
@@ -374,7 +374,7 @@ def cmd_matrix(args) -> Outcome:
 
 
 def cmd_profile(args) -> Outcome:
-    from patchspec import drift_report
+    from patchspec.releases import drift_report
 
     accept = (lambda suggestion: True) if args.accept_suggested else _ask if sys.stdin.isatty() else None
     draft = drift_report.new_profile(args.release, args.root, args.spec, args.old, args.force, accept,
@@ -396,7 +396,7 @@ def _ask(suggestion: str) -> bool:
 
 def cmd_init(args) -> Outcome:
     from patchspec import init
-    from patchspec.cache import pypi_root
+    from patchspec.releases.cache import pypi_root
 
     root = args.root or str(pypi_root(args.pypi))
     written = init.scaffold(args.name, root, args.target, args.dir)
@@ -407,7 +407,8 @@ def cmd_init(args) -> Outcome:
 
 
 def cmd_record(args) -> Outcome:
-    from patchspec import drift_report, ops, record
+    from patchspec import ops, record
+    from patchspec.releases import drift_report
 
     done = record.record(args.name, args.root, args.upstream, args.before, tuple(args.target), args.dir,
                          apply_edit=lambda spec, root: ops.apply(spec, "auto", root).files,
