@@ -187,3 +187,31 @@ def test_the_cve_2023_32681_change_edited_by_hand_into_requests_2_30_0_is_record
     assert main(["unapply", "proxy-auth-tls", "--root", str(site)]) == 0
     assert (site / SESSIONS).read_bytes() == (requests_230 / SESSIONS).read_bytes()
     assert not fixed(site, "requests")
+
+
+def test_a_root_with_another_spec_applied_records_an_edit_of_another_file(site, tmp_path, capsys, requests_230):
+    edit(site, SESSIONS, "        if username and password:\n",
+         "        if scheme.startswith('https'): username = None\n        if username and password:\n")
+    assert record(capsys, "first", "--root", str(site), "--dir", str(tmp_path / "one"))[0] == 0
+    edit(site, "requests/utils.py", "    proxy_keys = [\n", "    scheme = scheme.lower()\n    proxy_keys = [\n")
+    code, out = record(capsys, "second", "--root", str(site), "--dir", str(tmp_path / "two"))
+    assert code == 0, out
+    (target,) = spec_of(tmp_path / "two", "second")["targets"]
+    assert (target["file"], target["function"]) == ("requests/utils.py", "select_proxy")
+    for name, spec in (("first", tmp_path / "one" / "first.yaml"), ("second", tmp_path / "two" / "second.yaml")):
+        assert main(["check", str(spec), "--root", str(site)]) == 0
+    for name in ("second", "first"):
+        assert main(["unapply", name, "--root", str(site)]) == 0
+    for rel in (SESSIONS, "requests/utils.py"):
+        assert (site / rel).read_bytes() == (requests_230 / rel).read_bytes()
+
+
+def test_a_release_the_index_has_no_wheel_or_sdist_of_is_one_line(site, tmp_path, capsys):
+    metadata = next(site.glob("requests-*.dist-info")) / "METADATA"
+    metadata.write_text(metadata.read_text().replace("Version: 2.30.0", "Version: 2.30.0.post987", 1))
+    edit(site, SESSIONS, "        if username and password:\n",
+         "        if scheme.startswith('https'): username = None\n        if username and password:\n")
+    code, out = record(capsys, "gone", "--root", str(site), "--dir", str(tmp_path / "fix"))
+    assert code == 2 and len(out.strip().splitlines()) == 1
+    assert "requests 2.30.0.post987's own files from the index (its wheel or sdist) and there are none" in out
+    assert not (tmp_path / "fix").exists()

@@ -13,6 +13,7 @@ line naming its lines.
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import difflib
 from collections.abc import Callable
@@ -122,11 +123,34 @@ class Differ:
                     self.remove(o)
             elif op == "insert":
                 self.insert(old, a1, new[b1:b2])
+            elif a2 - a1 == b2 - b1:   # as many statements: each is its own change
+                for o, n in zip(old[a1:a2], new[b1:b2]):
+                    self.pair(o, n)
             else:
                 self.replace_run(old[a1:a2], new[b1:b2])
 
-    def statement(self, old: ast.stmt, new: ast.stmt) -> None:
-        """Two versions of one statement that share their header."""
+    def pair(self, old: ast.stmt, new: ast.stmt) -> None:
+        """Two versions of one statement whose headers differ: a compound statement whose header differs
+        in one expression has that expression replaced and its blocks compared; else it is replaced."""
+        if type(old) is not type(new) or not hasattr(old, "body") or isinstance(old, DEF_TYPES):
+            self.replace_run([old], [new])
+            return
+        mark = len(self.steps)
+        bare = [copy.copy(n) for n in (old, new)]
+        for node in bare:
+            for name in (*BLOCKS, "handlers"):
+                if hasattr(node, name):
+                    setattr(node, name, [])
+        try:
+            if not self._expression(*bare):
+                raise _Widen
+            self.statement(old, new, widen=True)
+        except _Widen:
+            del self.steps[mark:]
+            self.replace_run([old], [new])
+
+    def statement(self, old: ast.stmt, new: ast.stmt, widen: bool = False) -> None:
+        """Two versions of one statement that share their header (``widen``: let the caller replace it)."""
         if isinstance(old, DEF_TYPES):
             raise self.refuse(self.new.lines_of(new), f"the nested definition {old.name} changed")
         mark = len(self.steps)
@@ -142,6 +166,8 @@ class Differ:
                         raise _Widen  # an else: added or dropped
                     self.block(before, after)
         except _Widen:
+            if widen:
+                raise
             del self.steps[mark:]
             self.replace_run([old], [new])
 
@@ -228,16 +254,16 @@ class Differ:
 
     def _expression(self, old: ast.stmt, new: ast.stmt) -> bool:
         """The smallest expression that differs between two versions of one statement, replaced alone
-        when it is the only difference and its pattern is unique; else False (replace the statement)."""
-        pair = _only_difference(old, new)
-        while pair is not None and isinstance(pair[0], ast.expr):
-            o, n = pair
+        when it is the only difference: the innermost one whose pattern is unique and whose replacement
+        the old code does not hold; else False (replace the statement)."""
+        for o, n in reversed(_differences(old, new)):
+            if not isinstance(o, ast.expr):
+                break
             if self.unique(o) and self._absent(n):
                 self._note_reads([n])
                 self.steps.append(Step("replace", {"pattern": self.old.code(o), "code": self.new.code(n)},
                                        self.old.lines_of(o), self.new.lines_of(n)))
                 return True
-            return False
         return False
 
     def _note_reads(self, nodes: list[ast.AST]) -> None:
@@ -261,30 +287,32 @@ def _wrapper(text: Text, node: ast.Try | ast.With) -> str:
     return "".join(out).rstrip("\r\n")
 
 
-def _only_difference(old: ast.AST, new: ast.AST) -> tuple[ast.AST, ast.AST] | None:
-    """The one pair of sub-nodes where two trees differ, descending while there is only one; None when
-    they differ in their type or in more than one place."""
-    pair = (old, new)
+def _differences(old: ast.AST, new: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+    """The pairs of sub-nodes where two trees differ, outermost first, descending while they differ in
+    one place only; empty when they are equal."""
+    if dump(old) == dump(new):
+        return []
+    chain = [(old, new)]
     while True:
-        o, n = pair
+        o, n = chain[-1]
         if type(o) is not type(n):
-            return pair
+            return chain
         differing = []
         for name, value in ast.iter_fields(o):
             other = getattr(n, name)
             if isinstance(value, list):
                 if len(value) != len(other):
-                    return pair
+                    return chain
                 differing += [(a, b) for a, b in zip(value, other) if dump(a) != dump(b)]
             elif isinstance(value, ast.AST):
                 if dump(value) != dump(other):
                     differing.append((value, other))
             elif value != other:
-                return pair
-        if len(differing) != 1 or not isinstance(differing[0][0], ast.AST) \
-                or isinstance(differing[0][0], ast.expr_context | ast.operator | ast.boolop | ast.cmpop | ast.unaryop):
-            return pair
-        pair = differing[0]
+                return chain
+        if len(differing) != 1 or not isinstance(differing[0][0], ast.AST) or isinstance(
+                differing[0][0], ast.expr_context | ast.operator | ast.boolop | ast.cmpop | ast.unaryop):
+            return chain
+        chain.append(differing[0])
 
 
 def function_steps(differ: Differ, old: ast.AST, new: ast.AST) -> None:
