@@ -117,7 +117,7 @@ def _scope(body: list[ast.stmt], pristine: list[ast.stmt], snippet: dict[str, as
                 inner = by_key.get(_member_key(stmt))
                 stmt.body = _scope(stmt.body, inner.body if isinstance(inner, ast.ClassDef) else [], snippet, alias)
         if _member_key(stmt) is not None and _member_key(stmt) not in known and \
-                isinstance(stmt, DEF_TYPES | ast.Import | ast.ImportFrom | ast.Assign):
+                isinstance(stmt, (*DEF_TYPES, ast.Import, ast.ImportFrom, ast.Assign)):
             added.append(stmt)
         else:
             kept.append(stmt)

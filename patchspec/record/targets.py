@@ -15,7 +15,7 @@ import difflib
 from patchspec.compiler import pattern
 from patchspec.compiler import scope
 from patchspec.compiler.lint import BUILTINS, _all_locals, _free_names
-from patchspec.compiler.source import SourceError
+from patchspec.compiler.source import SourceError, TargetNotLive
 from patchspec.compiler.transforms.context import Definition
 from patchspec.record.diff import Differ, Drafted, Step, Unfaithful, assigned_name, function_steps, header_key
 from patchspec.record.text import DEF_TYPES, Text, dump
@@ -28,9 +28,12 @@ SNIPPET_ALIAS = "$SNIPPETS"   # the spec's alias, once the draft names it (see `
 
 
 def locate(text: Text, qualname: str) -> ast.stmt | None:
-    """The live definition ``qualname`` names, or the last assignment of ``Class.attr`` / ``name``."""
+    """The live definition ``qualname`` names, or the last assignment of ``Class.attr`` / ``name`` (the
+    binding ``set`` edits, which the compiler calls not live as a definition)."""
     try:
         node = text.source.find(qualname)
+    except TargetNotLive:
+        node = None
     except SourceError as exc:
         raise Unfaithful(str(exc), file=text.path) from None
     if node is not None:
