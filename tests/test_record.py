@@ -215,3 +215,34 @@ def test_a_release_the_index_has_no_wheel_or_sdist_of_is_one_line(site, tmp_path
     assert code == 2 and len(out.strip().splitlines()) == 1
     assert "requests 2.30.0.post987's own files from the index (its wheel or sdist) and there are none" in out
     assert not (tmp_path / "fix").exists()
+
+
+def test_from_with_before_carries_upstreams_change_onto_an_older_release(tmp_path, capsys):
+    from tests.record.behaviour import fixed
+
+    release = pypi_root("requests==2.28.2")
+    root = tmp_path / "site"
+    shutil.copytree(release, root, ignore=shutil.ignore_patterns(".complete"))
+    code, out = record(capsys, "carried", "--root", str(root), "--from", "requests==2.31.0", "--before", "2.30.0",
+                       "--target", f"{SESSIONS}:SessionRedirectMixin.rebuild_proxies", "--dir", str(tmp_path / "fix"))
+    assert code == 0, out
+    assert (tmp_path / "fix" / "releases" / "requests-2.28.2.yaml").is_file()
+    assert main(["apply", str(tmp_path / "fix" / "carried.yaml"), "--root", str(root)]) == 0
+    assert fixed(root, "requests")
+
+
+def test_from_names_what_upstream_left_as_it_was_and_refuses_what_no_transform_says(tmp_path, capsys):
+    release = pypi_root("urllib3==2.2.1")
+    pypi_root("urllib3==2.2.2")
+    root = tmp_path / "site"
+    shutil.copytree(release, root, ignore=shutil.ignore_patterns(".complete"))
+    retry = "urllib3/util/retry.py"
+    code, out = record(capsys, "cap", "--root", str(root), "--from", "urllib3==2.2.2", "--dir", str(tmp_path / "a"),
+                       "--target", f"{retry}:Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT", "--target", f"{retry}:Retry.__init__")
+    assert code == 0, out
+    assert f"note: {retry}:Retry.__init__: the change leaves it as it was; nothing to carry" in out
+    code, out = record(capsys, "new", "--root", str(root), "--from", "urllib3==2.2.2", "--dir", str(tmp_path / "b"),
+                       "--target", f"{retry}:Retry.new")
+    assert code == 2 and len(out.strip().splitlines()) == 1
+    assert "Retry.new: its return annotation changed (lines 247-" in out and "nothing was written" in out
+    assert not (tmp_path / "b").exists()

@@ -82,6 +82,10 @@ def _draft(name: str, change: changes.Change) -> drafting.Draft:
                 moved.append(code)
                 moved_imports |= set(snippet_imports(item.new, code))
         targets += files.targets
+        changed = {t.qualname for t in files.targets if t.steps} | provided
+        change.notes += [f"note: {item.rel}:{q}: the change leaves it as it was; nothing to carry"
+                         for q in item.qualnames if q not in changed and not any(
+                             t.qualname == q.rpartition(".")[0] and t.steps for t in files.targets)]
     if not any(t.steps for t in targets):
         raise PatchspecError("the change has no statement to carry (only comments, layout or docstrings "
                              "differ); nothing was written")
