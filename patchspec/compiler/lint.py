@@ -84,7 +84,7 @@ def _free_names(tree: ast.AST) -> list[ast.Name]:
     walrus targets and loop variables of the fragment count as bound)."""
     bound = {a.arg for n in ast.walk(tree) if isinstance(n, ast.Lambda) for a in ast.walk(n.args)
              if isinstance(a, ast.arg)}
-    bound |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound |= {name for n in ast.walk(tree) for name in _bound_by(n)}
     return [n for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
             and n.id not in bound]
 
@@ -95,6 +95,8 @@ def check_aliases(source: SourceFile, specs: list, locs: dict[str, Loc | None]) 
     names = _module_names(source) or frozenset()
     by_alias: dict[str, object] = {}
     for spec in specs:
+        if spec.alias is None:
+            continue
         if spec.alias in names:
             found.append(Problem(spec.name, f"the snippet alias {spec.alias} would shadow {spec.alias}, which "
                                  f"{source.path} binds at module level; choose another alias", locs[spec.name],
@@ -134,37 +136,47 @@ def fragment_problems(source: SourceFile, definitions: dict, rows: list, alias: 
         definition = definitions.get((row.file, row.function))
         if definition is None:
             continue
+        earlier: set[str] = set()   # names the row's earlier statements bind (a replacement's lines)
         for edit in row.edits:
             fragment = _fragment_ast(edit)
             if fragment is None:
                 continue
-            found += _check_fragment(row, definition.node, fragment, edit, module, alias[row.spec])
+            found += _check_fragment(row, definition.node, fragment, edit, module, alias[row.spec], earlier)
+            earlier |= {n for node in ast.walk(fragment) for n in _bound_by(node)}
     return found
 
 
 def _fragment_ast(edit) -> ast.AST | None:
     if isinstance(edit, LineEdit):
         return ast.parse(edit.text.strip())
-    if edit.action == "decorate":
+    node = edit.action.lint(edit.new)
+    if node is None:
         return None
-    node = edit.new.value if edit.action == "argument" else edit.new
-    return ast.parse(cst.Module(body=[]).code_for_node(node).strip())
+    return ast.parse(_code(node))
 
 
-def _check_fragment(row, target: ast.AST, fragment: ast.AST, edit, module, alias: str) -> list[Problem]:
+def _code(node: cst.CSTNode) -> str:
+    """A node's code as a module on its own: an expression in parentheses, so that it may span lines."""
+    text = cst.Module(body=[]).code_for_node(node).strip()
+    return f"({text})" if isinstance(node, cst.BaseExpression) else text
+
+
+def _check_fragment(row, target: ast.AST, fragment: ast.AST, edit, module, alias: str | None,
+                    earlier: set[str] = frozenset()) -> list[Problem]:
     def problem(text: str) -> Problem:
         return Problem(row.spec, text, row.spec_loc, row.file, row.line)
 
-    if isinstance(fragment.body[0], ast.Import | ast.ImportFrom):
+    if fragment.body and isinstance(fragment.body[0], ast.Import | ast.ImportFrom):
         return []
-    known = set(BUILTINS) | {alias}
+    known = set(BUILTINS) | ({alias} if alias else set()) | earlier
     found = []
-    if isinstance(target, ast.ClassDef):
+    if not isinstance(target, SCOPES):
+        pass   # a module- or class-level assignment: module names only
+    elif isinstance(target, ast.ClassDef):
         known |= {n for stmt in target.body for node in _walk_scope([stmt]) for n in _bound_by(node)}
     else:
-        local = _locals_before(target, row.line, after=isinstance(edit, NodeEdit) and edit.action in
-                               ("after", "body_head"))
-        if alias in _all_locals(target):
+        local = _locals_before(target, row.line, after=isinstance(edit, NodeEdit) and edit.action.sees_anchor)
+        if alias and alias in _all_locals(target):
             found.append(problem(f"the snippet alias {alias} is also a local name of {row.function}, which "
                                  f"would shadow it there; choose another alias"))
         known |= local

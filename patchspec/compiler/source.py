@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 DefNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+Binding = ast.Assign | ast.AnnAssign   # a module- or class-level name a target may name (``set``)
 # The line model of Python's tokenizer (and so of ast and libcst): only CR, LF and CRLF end a line. A form
 # feed or U+2028 is not a line break, though ``str.splitlines`` takes it for one.
 _COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*[-\w.]+")
@@ -81,8 +82,11 @@ class SourceFile:
         scope: list[ast.stmt] = self.tree.body
         notes: list[str] = []
         found: DefNode | None = None
-        for part in qualname.split("."):
+        parts = qualname.split(".")
+        for index, part in enumerate(parts):
             candidates = list(_candidates(scope, part, ()))
+            if not candidates and index == len(parts) - 1:   # no definition: a name the level assigns
+                candidates = list(_candidates(scope, part, (), bindings=True))
             defined = [c for c in candidates if c[0] is not None]
             stubs = len(candidates) - len(defined)
             live = [(n, path) for n, path in defined
@@ -108,7 +112,7 @@ class SourceFile:
                              f"{found.lineno}) is live")
             if live[0][1]:
                 notes.append(f"{part} in branch {_label(live[0][1])}")
-            scope = found.body
+            scope = getattr(found, "body", [])
         return Located(found, "; ".join(notes)) if found else None
 
     def definitions(self) -> list[tuple[str, DefNode]]:
@@ -187,13 +191,23 @@ def _encloses(outer: Path, inner: Path) -> bool:
     return inner[:len(outer)] == outer
 
 
-def _candidates(body: list[ast.stmt], name: str, path: Path):
-    """(definition or None for an ``@overload`` stub, its branch path) of every definition of ``name``."""
+def _candidates(body: list[ast.stmt], name: str, path: Path, bindings: bool = False):
+    """(definition or None for an ``@overload`` stub, its branch path) of every definition of ``name``;
+    with ``bindings``, of every assignment of that one name instead."""
     for stmt in body:
-        if isinstance(stmt, DefNode) and stmt.name == name:
+        if bindings and _assigns(stmt, name):
+            yield stmt, path
+        elif not bindings and isinstance(stmt, DefNode) and stmt.name == name:
             yield (None if _is_overload(stmt) else stmt), path
         for key, label, block in _blocks(stmt):
-            yield from _candidates(block, name, path + ((id(stmt), key, label),))
+            yield from _candidates(block, name, path + ((id(stmt), key, label),), bindings)
+
+
+def _assigns(stmt: ast.stmt, name: str) -> bool:
+    """``name = ...`` or ``name: T = ...`` (one target, a plain name)."""
+    if isinstance(stmt, ast.Assign):
+        return len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == name
+    return isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name
 
 
 def _defs(body: list[ast.stmt]):
@@ -221,7 +235,7 @@ def block_of(suite: cst.SimpleStatementSuite) -> cst.IndentedBlock:
 
 def span(node: DefNode) -> tuple[int, int]:
     """First and last line (1-based, inclusive) of a definition, decorators included."""
-    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
     return start, node.end_lineno
 
 
