@@ -12,10 +12,12 @@ from pathlib import Path
 
 from patchspec.compiler import bindings, encoding, plan as planner, snippet_api
 from patchspec.compiler.edits import Status
-from patchspec import installed, profiles, snippets, state as staterec, txn
+from patchspec import snippets
+from patchspec.install import installed, state as staterec, txn
+from patchspec.releases import profiles
 from patchspec.errors import Exit, Location, PatchspecError
 from patchspec.model import Spec, package_of
-from patchspec.root import Root
+from patchspec.install.root import Root
 from patchspec.spec import load_spec, load_spec_bytes
 
 

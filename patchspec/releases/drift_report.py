@@ -21,11 +21,13 @@ from packaging.utils import canonicalize_name
 
 from patchspec import compiler
 from patchspec.compiler import bindings, drift as driftmod, snippet_api
-from patchspec import cache, installed, profiles, snippets, state as staterec, yamlloc
+from patchspec import snippets, yamlloc
+from patchspec.install import installed, state as staterec
+from patchspec.releases import cache, profiles
 from patchspec.errors import PatchspecError, severity_exit
 from patchspec.model import Spec, package_of
 from patchspec.ops import pristine_reader
-from patchspec.root import Root
+from patchspec.install.root import Root
 from patchspec.spec import load_spec
 
 
@@ -359,7 +361,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
         raise PatchspecError(f"no installed version found under the root for {', '.join(sorted(packages))}",
                              file=str(root.path))
     data = {"release": release, "packages": pins, "specs": specs_out}
-    schema = os.path.relpath(Path(__file__).parent / "schema" / "profile.schema.json", path.parent)
+    schema = os.path.relpath(Path(__file__).parent.parent / "schema" / "profile.schema.json", path.parent)
     text = (f"# yaml-language-server: $schema={schema}\n"
             f"# Draft by patchspec profile new {release}" + (f" --from {old}" if old else "")
             + (" --allow-broken" if broken else "") + ": review it.\n"
