@@ -23,6 +23,8 @@ class Status(enum.StrEnum):
     AMBIGUOUS = "ambiguous"              # the anchor matches several times
     TARGET_MISSING = "target-missing"
     TARGET_AMBIGUOUS = "target-ambiguous"  # defined in several branches, no ``branch`` chosen
+    NOT_LIVE = "not-live"                # the definition is not the live binding of its name (rebound)
+    UNBOUND = "unbound-name"             # inserted code reads a name not bound where it lands
     NOT_APPLICABLE = "not-applicable"
     UNPARSABLE = "unparsable"
 

@@ -15,7 +15,7 @@ import libcst as cst
 from patchspec.compiler import lint
 from patchspec.compiler.edits import LineEdit, NodeEdit, ResolveError, Status, marked_line
 from patchspec.compiler.emit import render_fragment, splice
-from patchspec.compiler.source import SourceError, SourceFile, TargetAmbiguous
+from patchspec.compiler.source import SourceError, SourceFile, TargetAmbiguous, TargetNotLive
 from patchspec.compiler.transforms import KINDS
 from patchspec.compiler.transforms.context import Definition, TargetContext
 from patchspec.model import Loc, Spec, Target
@@ -71,9 +71,21 @@ def resolve(specs: Iterable[Spec], read: Callable[[str], str | None],
     """``sources`` seeds the files already read and parsed, so that resolving again costs no re-parse."""
     plan = Plan([], dict(sources or {}), {})
     for spec in specs:
+        rows = []
         for target in spec.targets:
-            plan.resolved += _resolve_target(plan, spec, target, read, has_package, only)
+            rows += _resolve_target(plan, spec, target, read, has_package, only)
+        _refuse_unbound(plan, spec, rows)
+        plan.resolved += rows
     return plan
+
+
+def _refuse_unbound(plan: Plan, spec: Spec, rows: list[Resolved]) -> None:
+    """Rows whose inserted code would fail where it lands become ``unbound-name`` (see ``lint``)."""
+    params = {(t.id, x.index): x.params for t in spec.targets for x in t.transforms}
+    paired = [(r, KINDS[r.kind].binds(params[(r.target, r.index)])) for r in rows]
+    for row, text in lint.unbound_problems(paired, plan.definitions, plan.sources, spec.alias):
+        if row.ok:
+            row.status, row.detail, row.lines = Status.UNBOUND, text, [row.line] if row.line else []
 
 
 def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, only) -> list[Resolved]:
@@ -95,9 +107,12 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, o
             return each(Status.TARGET_MISSING, f"file {target.file} does not exist")
         source = plan.sources[target.file] = SourceFile(target.file, text)
     try:
-        located = source.locate(target.function, target.branch)
+        located = source.locate(target.function, target.branch,
+                                assignments=any(KINDS[t.kind].any_definition for t in target.transforms))
     except TargetAmbiguous as exc:
         return each(Status.TARGET_AMBIGUOUS, str(exc), exc.lines)
+    except TargetNotLive as exc:
+        return each(Status.NOT_LIVE, str(exc), exc.lines)
     except SourceError as exc:
         return each(Status.UNPARSABLE, str(exc))
     if located is None:
@@ -162,7 +177,6 @@ def emit(plan: Plan, specs: Iterable[Spec]) -> dict[str, str]:
         rows = [r for r in ranked if r.file == path]
         owners = [by_name[name] for name in dict.fromkeys(r.spec for r in rows if r.edits)]
         plan.problems += lint.check_aliases(source, owners, {s.name: _first_loc(rows, s.name) for s in owners})
-        plan.problems += lint.fragment_problems(source, plan.definitions, rows, {s.name: s.alias for s in owners})
         line_edits: list[LineEdit] = []
         for spec in owners:
             if spec.snippet_package is None:

@@ -80,12 +80,16 @@ def drift(spec_path: str, root_path: str, release: str = "auto", baseline: str |
 
 def binding_rows(spec: Spec, read, has_package, use_cache: bool = True) -> list[driftmod.DriftRow]:
     """The snippets' ``USES`` checked on the release (``compiler.drift.binding_rows``), cached per file."""
+    added = bindings.spec_binds(spec)
+
     def check_file(rel: str, entries: list[str]):
         text = read(rel)
+        own = added.get(rel, set())
 
         def compute():
-            return bindings.check(entries, None if text is None else ast.parse(text, rel))
-        return _cached({"uses": rel, "entries": entries, "text": _sha(text)}, compute) if use_cache else compute()
+            return bindings.check(entries, None if text is None else ast.parse(text, rel), own)
+        key = {"uses": rel, "entries": entries, "text": _sha(text), "added": sorted(own)}
+        return _cached(key, compute) if use_cache else compute()
     uses = snippets.read_package(snippet_api.declared_uses, spec)
     return driftmod.binding_rows(spec, uses, check_file, has_package)
 

@@ -248,7 +248,7 @@ def test_refused(function, transform, source, what):
 
 
 def test_a_rewrite_of_another_spec_s_anchor_is_refused_naming_both():
-    source = "def f(u, p):\n    if u and p:\n        go()\n"
+    source = "from m import go, note, ok\n\n\ndef f(u, p):\n    if u and p:\n        go()\n"
     fix = spec("f", {"replace": {"pattern": "u and p", "by": "u and p and ok()"}}, name="fix")
     hook = spec("f", {"insert_before": {"anchor": "if u and p: ...", "code": "note()"}}, name="hook")
     plan = planner.resolve([fix, hook], {FILE: source}.get, lambda pkg: True)

@@ -42,6 +42,13 @@ def add_argument(ctx: TargetContext, params: dict[str, str]):
     keyword = params["keyword"]
     if any(arg.keyword is not None and arg.keyword.value == keyword for arg in call.args):
         raise ResolveError(Status.NOT_APPLICABLE, f"the call already passes {keyword}=", [ctx.line_of(call)])
+    spread = next((arg for arg in call.args if arg.star == "**"), None)
+    if spread is not None:
+        mapping = cst.Module(body=[]).code_for_node(spread.value)
+        raise ResolveError(Status.NOT_APPLICABLE, f"the call also passes **{mapping}, which may hold {keyword}: "
+                           f"it would then arrive twice (TypeError at run time); set it in the mapping instead "
+                           f"(an insert before the call, e.g. `{mapping}.setdefault({keyword!r}, ...)`)",
+                           [ctx.line_of(call)])
     arg = cst.Arg(keyword=cst.Name(keyword), value=pattern.parse(params["value"], "expression"),
                   equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                         whitespace_after=cst.SimpleWhitespace("")))

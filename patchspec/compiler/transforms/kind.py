@@ -8,11 +8,13 @@ its modules, so adding a kind means adding one module (and its before/after test
 """
 from __future__ import annotations
 
+import ast
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from patchspec.compiler.edits import Action
+from patchspec.compiler import scope
 
 
 class Key(enum.Enum):
@@ -46,6 +48,21 @@ class Key(enum.Enum):
         return {"type": "string"}
 
 
+@dataclass(frozen=True)
+class Binds:
+    """The names a transform binds (and unbinds), by where: the binding model's facet of a kind, read by
+    the lint of inserted code and the ``USES`` check, so code a spec adds may use what the spec itself
+    binds (its own import, an assignment it inserts earlier, a member it adds)."""
+
+    module: frozenset[str] = frozenset()   # at module level, before the file's functions run (an import)
+    here: frozenset[str] = frozenset()     # where its code lands, for code of the spec that runs after it
+    member: frozenset[str] = frozenset()   # in the target class
+    unbinds: frozenset[str] = frozenset()  # names it removes where it lands
+
+
+NOTHING = Binds()
+
+
 class Hook(enum.Enum):
     """How the inserted code uses the hook a ``HOOK`` key names, and so what its signature must take."""
 
@@ -68,6 +85,7 @@ class Kind:
     slot: Callable | None = None                  # (row, edit) -> (what it sets, value): one value per slot
     any_definition: bool = False                  # its target may be a module- or class-level assignment
     rank: int = 100                               # its place in the registry (the schema enum, docs table)
+    binds: Callable[[dict[str, str]], Binds] = lambda params: NOTHING   # what it binds (see ``Binds``)
 
     @property
     def schema(self) -> dict:
@@ -92,3 +110,9 @@ class Kind:
     @property
     def hook_key(self) -> str | None:
         return next((key for key, k in self.keys.items() if k is Key.HOOK), None)
+
+
+def code_binds(params: dict[str, str]) -> Binds:
+    """An inserted statement binds what it assigns, for the spec's code that runs after it."""
+    tree = ast.parse(params["code"].strip())
+    return Binds(here=frozenset(n for node in scope.walk_scope(tree.body) for n in scope.bound_by(node)))

@@ -5,7 +5,7 @@ import libcst as cst
 
 from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status, marked
 from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Key, Kind
+from patchspec.compiler.transforms.kind import Key, Kind, code_binds
 
 
 def _head(loop, news: list):
@@ -26,4 +26,5 @@ def loop_guard(ctx: TargetContext, params: dict[str, str]):
 
 
 LOOP_GUARD = Kind("loop_guard", "inserts `code` as the first statement of the body of the one loop matching "
-                  "`loop`", {"loop": Key.STATEMENT_PATTERN, "code": Key.CODE}, loop_guard, actions=(BODY_HEAD,), rank=4)
+                  "`loop`", {"loop": Key.STATEMENT_PATTERN, "code": Key.CODE}, loop_guard, binds=code_binds,
+                  actions=(BODY_HEAD,), rank=4)
