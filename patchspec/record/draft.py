@@ -41,9 +41,7 @@ class Draft:
 
     @property
     def has_snippets(self) -> bool:
-        from patchspec.spec import schema  # TEMP until specs without hooks may leave snippets out
-
-        return bool(self.snippet_code) or "snippets" in schema()["required"]
+        return bool(self.snippet_code)
 
     def spec_data(self) -> dict:
         data: dict = {"spec": 1, "name": self.name, "summary": self.summary}
