@@ -217,9 +217,16 @@ def cmd_validate(args) -> Outcome:
     spec = load_spec(args.spec)
     snippets.validate(spec)
     count = sum(len(t.transforms) for t in spec.targets)
+    where = ""
+    if args.root:
+        from patchspec.prepare import compile_spec, prepare
+
+        prepared = prepare(args.spec, args.release, args.root)
+        compile_spec(prepared)   # refuses as compile, check and apply do
+        where = f"; holds on {args.root} (release {prepared.release})"
     return Outcome(Exit.OK, [{"type": "spec", "spec": spec.name, "targets": len(spec.targets),
                               "transforms": count}],
-                   [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms"])
+                   [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms{where}"])
 
 
 def cmd_drift(args) -> Outcome:
@@ -338,7 +345,10 @@ VERBS = (
                              "help": "colour the diff (auto: when printing to a terminal)"}),
           Arg(("--patched-only",), {"action": "store_true", "help": "leave out the snippet files that apply "
                                                                     "installs (the diff is then not complete)"}))),
-    Verb("validate", "check the spec against the schema and its snippet package", cmd_validate, (SPEC,)),
+    Verb("validate", "check the spec against the schema and its snippet package; with --root, also that it holds "
+                     "there (the verdict compile, check and apply give)", cmd_validate,
+         (SPEC, RELEASE,
+          Arg(("--root",), {"help": "a root to check the spec on: every target, anchor and name its code reads"}))),
     Verb("drift", "the drift class of every target and transform: 0 none, 1 still applies, 4 broken; writes nothing",
          cmd_drift,
          (SPEC, RELEASE,

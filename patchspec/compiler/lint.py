@@ -44,7 +44,7 @@ def _free_names(tree: ast.AST) -> list[ast.Name]:
     walrus targets and loop variables of the fragment count as bound)."""
     bound = {a.arg for n in ast.walk(tree) if isinstance(n, ast.Lambda) for a in ast.walk(n.args)
              if isinstance(a, ast.arg)}
-    bound |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound |= {name for n in ast.walk(tree) for name in scope.bound_by(n)}   # an ``except E as err`` too
     return [n for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
             and n.id not in bound]
 
@@ -55,6 +55,8 @@ def check_aliases(source: SourceFile, specs: list, locs: dict[str, Loc | None]) 
     names = scope.module_names(source.tree) or frozenset()
     by_alias: dict[str, object] = {}
     for spec in specs:
+        if spec.alias is None:   # no snippets: nothing imported
+            continue
         if spec.alias in names:
             found.append(Problem(spec.name, f"the snippet alias {spec.alias} would shadow {spec.alias}, which "
                                  f"{source.path} binds at module level; choose another alias", locs[spec.name],
@@ -105,44 +107,49 @@ def unbound_problems(rows: list[tuple], definitions: dict, sources: dict[str, So
             own = {n for r in ok if r.file == row.file for n in binds[id(r)].module}
             module_cache[row.file] = None if names is None else names | own
         earlier = [(r, binds[id(r)]) for r in ok if r is not row and r.file == row.file]
+        own: set[str] = set()   # names the row's own earlier statements bind (a replacement's lines)
         for edit in row.edits:
             fragment = _fragment_ast(edit)
             if fragment is None:
                 continue
             found += [(row, text) for text in _check_fragment(row, definition, fragment, edit,
-                                                               module_cache[row.file], alias, earlier)]
+                                                               module_cache[row.file], alias, earlier, own)]
+            own |= {n for node in ast.walk(fragment) for n in scope.bound_by(node)}
     return found
 
 
 def _fragment_ast(edit) -> ast.AST | None:
     if isinstance(edit, LineEdit):
         return ast.parse(edit.text.strip())
-    if edit.action == "decorate":
+    node = edit.action.lint(edit.new)   # the code the kind's action inserts (None: nothing to read)
+    if node is None:
         return None
-    node = edit.new.value if edit.action == "argument" else edit.new
-    return ast.parse(cst.Module(body=[]).code_for_node(node).strip())
+    text = cst.Module(body=[]).code_for_node(node).strip()
+    return ast.parse(f"({text})" if isinstance(node, cst.BaseExpression) else text)   # may span lines
 
 
 def _position(row, edit) -> tuple[int, int]:
     """Where an insertion runs, in the order of the target's lines: before its anchor, at the head of the
     loop's body, or after the anchor."""
-    action = edit.action if isinstance(edit, NodeEdit) else "after"
+    action = edit.action.name if isinstance(edit, NodeEdit) else "after"
     return row.line or 0, {"before": 0, "body_head": 1}.get(action, 2)
 
 
-def _check_fragment(row, definition, fragment: ast.AST, edit, module, alias: str, earlier: list) -> list[str]:
-    if isinstance(fragment.body[0], ast.Import | ast.ImportFrom):
+def _check_fragment(row, definition, fragment: ast.AST, edit, module, alias: str | None, earlier: list,
+                    own: set[str]) -> list[str]:
+    if fragment.body and isinstance(fragment.body[0], ast.Import | ast.ImportFrom):
         return []
     target = definition.node
-    known = set(BUILTINS) | {alias}
+    known = set(BUILTINS) | own | ({alias} if alias else set())
     found = []
-    if isinstance(target, ast.ClassDef):
+    if not isinstance(target, scope.SCOPES):   # a module- or class-level assignment (set): module names
+        pass
+    elif isinstance(target, ast.ClassDef):
         known |= scope.class_names(target, definition.source.tree)
         known |= {n for r, b in earlier if r.function == row.function for n in b.member}
     else:
-        local = _locals_before(target, row.line, after=isinstance(edit, NodeEdit) and edit.action in
-                               ("after", "body_head"))
-        if alias in _all_locals(target):
+        local = _locals_before(target, row.line, after=isinstance(edit, NodeEdit) and edit.action.sees_anchor)
+        if alias and alias in _all_locals(target):
             found.append(f"the snippet alias {alias} is also a local name of {row.function}, which "
                          f"would shadow it there; choose another alias")
         known |= local

@@ -57,6 +57,13 @@ class Located:
     note: str = ""
 
 
+def is_assignment(node: ast.stmt, name: str) -> bool:
+    """``name = ...`` or ``name: T = ...``: one target, the plain name (what ``set`` may target)."""
+    if isinstance(node, ast.Assign):
+        return len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name
+    return isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name
+
+
 @dataclass
 class SourceFile:
     path: str
@@ -83,7 +90,7 @@ class SourceFile:
         located = self.locate(qualname, branch)
         return located.node if located else None
 
-    def locate(self, qualname: str, branch: str | None = None) -> Located | None:
+    def locate(self, qualname: str, branch: str | None = None, assignments: bool = False) -> Located | None:
         """The definition of ``Outer.inner`` that is live at run time (see ``compiler.scope``): each name is
         live at its last binding of any kind, so a definition that a later statement, a function's
         ``global`` rebinding or a module-level ``Class.attr = ...`` replaces is ``TargetNotLive``;
@@ -91,7 +98,8 @@ class SourceFile:
         ``Class.prop.setter`` / ``.deleter``. When several branches (``if <test>``, ``else``, ``try``,
         ``except <type>``, ``finally``: the innermost block) bind the name, ``branch`` picks one; without it
         that is ``TargetAmbiguous``, a fallback definition included (the other branch may be the one that
-        runs)."""
+        runs). With ``assignments``, a name whose live binding is a plain assignment (``NAME = ...``,
+        ``Class.NAME = ...`` in the class body) names that assignment (the ``set`` kind edits it)."""
         scope_body: list[ast.stmt] = self.tree.body
         notes: list[str] = []
         found: DefNode | None = None
@@ -99,7 +107,7 @@ class SourceFile:
         index = 0
         while index < len(parts):
             part = parts[index]
-            chosen = self._live(scope_body, part, branch, notes)
+            chosen = self._live(scope_body, part, branch, notes, assignments and index == len(parts) - 1)
             if chosen is None:
                 return None
             found, accessors = chosen
@@ -113,13 +121,14 @@ class SourceFile:
             elif accessors:
                 named = ", ".join(f"{part}.{kind} its {kind}" for kind in sorted(accessors))
                 notes.append(f"{part} is a property: this is its getter (line {found.lineno}); {named}")
-            scope_body = found.body
+            scope_body = getattr(found, "body", [])
             index += 1
         if found is not None:
             self._refuse_rebound(parts, found)
         return Located(found, "; ".join(notes)) if found else None
 
-    def _live(self, body: list[ast.stmt], part: str, branch: str | None, notes: list[str]):
+    def _live(self, body: list[ast.stmt], part: str, branch: str | None, notes: list[str],
+              assignment: bool = False):
         """The live definition of ``part`` in one level and, for a property, its accessors by kind."""
         every = scope.level_bindings(body, part)
         stubs = [b for b in every if scope.is_overload(b.node)]
@@ -146,6 +155,8 @@ class SourceFile:
                                   f"on which branch runs, and {others[0].describe()} is no definition to patch; "
                                   f"choose one with `branch:`", [b.line for b in live])
         chosen = live[0]
+        if assignment and is_assignment(chosen.node, part):
+            return chosen.node, None
         if not chosen.is_def:
             defs = [b for b in replaced if b.is_def]
             where = f" after its definition at line {defs[-1].line}" if defs else ""
@@ -253,7 +264,7 @@ def block_of(suite: cst.SimpleStatementSuite) -> cst.IndentedBlock:
 
 def span(node: DefNode) -> tuple[int, int]:
     """First and last line (1-based, inclusive) of a definition, decorators included."""
-    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
     return start, node.end_lineno
 
 

@@ -8,10 +8,27 @@ from __future__ import annotations
 
 import ast
 
+import libcst as cst
+
 from patchspec.compiler import scope
-from patchspec.compiler.edits import LineEdit, NodeEdit, ResolveError, Status, marked, marked_line
+from patchspec.compiler.edits import Action, LineEdit, NodeEdit, Place, ResolveError, Status, marked, marked_line
 from patchspec.compiler.transforms.context import TargetContext
 from patchspec.compiler.transforms.kind import Binds, Hook, Key, Kind
+
+
+def _append(cls, news: list):
+    body = cls.body
+    return cls.with_changes(body=body.with_changes(body=(*body.body, *news)))
+
+
+MEMBER = Action("member", Place.NODE, apply=_append, stage=3)
+
+
+def _slot(row, edit) -> tuple[tuple, str]:
+    """Two specs adding one member to one class must agree on its value."""
+    text = edit.text if isinstance(edit, LineEdit) else cst.Module(body=[]).code_for_node(edit.new).strip()
+    name, _, value = text.split("#")[0].strip().partition("=")
+    return (row.file, row.function, f"{row.function}.{name.strip()}"), value.strip()
 
 
 def _member(kind: str, ctx: TargetContext, name: str, value: str, method: bool):
@@ -20,7 +37,7 @@ def _member(kind: str, ctx: TargetContext, name: str, value: str, method: bool):
     _refuse_existing(kind, ctx, cls, name, method)
     code = f"{name} = {value}"
     if ctx.fragment_is_one_line():
-        return cls.lineno, [NodeEdit("member", ctx.fragment.node, marked(code, ctx.marker), ctx.owner)]
+        return cls.lineno, [NodeEdit(MEMBER, ctx.fragment.node, marked(code, ctx.marker), ctx.owner)]
     line = marked_line(code, ctx.marker, ctx.source.body_indent(cls), ctx.source.newline)
     if method and _spaced_methods(ctx, cls):
         line = ctx.source.newline + line
@@ -71,7 +88,8 @@ def add_attribute(ctx: TargetContext, params: dict[str, str]):
 ADD_METHOD = Kind("add_method", "on a class target: `name = alias.<with>` at the end of the class body "
                   "(a blank line before it where the class's methods are separated by one)",
                   {"name": Key.IDENTIFIER, "with": Key.HOOK}, add_method, on_class=True, hook=Hook.METHOD,
-                  binds=lambda params: Binds(member=frozenset({params["name"]})))
+                  binds=lambda params: Binds(member=frozenset({params["name"]})), actions=(MEMBER,), slot=_slot, rank=5)
 ADD_ATTRIBUTE = Kind("add_attribute", "on a class target: `name = value` at the end of the class body",
                      {"name": Key.IDENTIFIER, "value": Key.EXPRESSION}, add_attribute, on_class=True,
-                     binds=lambda params: Binds(member=frozenset({params["name"]})))
+                     binds=lambda params: Binds(member=frozenset({params["name"]})), actions=(MEMBER,), slot=_slot,
+                     rank=6)
