@@ -13,7 +13,8 @@ from pathlib import Path
 from patchspec import snippets
 from patchspec.compiler import encoding
 from patchspec.compiler.edits import Status
-from patchspec.compiler.plan import ConflictError, Resolved, emit
+from patchspec.compiler.edits import ConflictError
+from patchspec.compiler.plan import Resolved, emit
 from patchspec.errors import Exit, PatchspecError
 from patchspec.install import txn
 from patchspec.install.installed import AS_WRITTEN, EDITED, MISSING, REMOVED, REPLACED, PipRecords
@@ -313,7 +314,7 @@ def check(spec_path: str, release: str, root_path: str, only: set[str] | None = 
     try:
         emit(prepared.plan, [prepared.spec])
     except ConflictError as exc:
-        return CheckResult(Exit.BROKEN, rows, notes + [{"type": "conflict", "detail": str(exc)}] + partial)
+        return CheckResult(Exit.BROKEN, rows, notes + [{"type": "conflict", "detail": exc.message}] + partial)
     problems = bound + [{"type": "binding", "detail": f"binding: {p}"} for p in prepared.plan.problems] + partial
     return CheckResult(Exit.BROKEN if problems else Exit.PENDING, rows, notes + problems)
 

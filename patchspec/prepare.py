@@ -13,7 +13,8 @@ from pathlib import Path
 from patchspec import snippets
 from patchspec.compiler import bindings, encoding, snippet_api
 from patchspec.compiler.edits import Status
-from patchspec.compiler.plan import ConflictError, Plan, emit, resolve
+from patchspec.compiler.edits import ConflictError
+from patchspec.compiler.plan import Plan, emit, resolve
 from patchspec.errors import Location, PatchspecError
 from patchspec.install import installed, txn
 from patchspec.install.root import Root
@@ -117,8 +118,8 @@ def emit_checked(plan: Plan, specs: list[Spec]) -> dict[str, str]:
     try:
         texts = emit(plan, specs)
     except ConflictError as exc:
-        first, *rest = exc.locations or [None]
-        raise _at_spec(f"{exc}; nothing was written", first, *[Location(r.file, r.line, r.col) for r in rest],
+        first, *rest = exc.spec_locations or [None]
+        raise _at_spec(f"{exc.message}; nothing was written", first, *[Location(r.file, r.line, r.col) for r in rest],
                        Location(exc.file, exc.line)) from None
     if plan.problems:
         first = plan.problems[0]
