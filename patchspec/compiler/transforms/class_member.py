@@ -10,7 +10,7 @@ import ast
 
 from patchspec.compiler.edits import LineEdit, NodeEdit, marked, marked_line
 from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Hook, Key, Kind
+from patchspec.compiler.transforms.kind import Hook, Key, Kind, Live
 
 
 def _member(kind: str, ctx: TargetContext, name: str, value: str, method: bool):
@@ -42,6 +42,8 @@ def add_attribute(ctx: TargetContext, params: dict[str, str]):
 
 ADD_METHOD = Kind("add_method", "on a class target: `name = alias.<with>` at the end of the class body "
                   "(a blank line before it where the class's methods are separated by one)",
-                  {"name": Key.IDENTIFIER, "with": Key.HOOK}, add_method, on_class=True, hook=Hook.METHOD)
+                  {"name": Key.IDENTIFIER, "with": Key.HOOK}, add_method, on_class=True, hook=Hook.METHOD,
+                  live=Live.CLASS_MEMBER)
 ADD_ATTRIBUTE = Kind("add_attribute", "on a class target: `name = value` at the end of the class body",
-                     {"name": Key.IDENTIFIER, "value": Key.EXPRESSION}, add_attribute, on_class=True)
+                     {"name": Key.IDENTIFIER, "value": Key.EXPRESSION}, add_attribute, on_class=True,
+                     live=Live.CLASS_MEMBER)

@@ -45,6 +45,16 @@ class Hook(enum.Enum):
     METHOD = "method"         # bound as a method: its first parameter receives the instance
 
 
+class Live(enum.Enum):
+    """How ``patchspec verify`` shows a transform of the kind live in the root's interpreter: the value
+    names the check in ``patchspec/probe.py``'s ``HOW`` table."""
+
+    CODE_LINES = "code_lines"      # its lines carry code in the live function's code object (nested too)
+    WRAPPED = "wrapped"            # the live object's __wrapped__ chain reaches the patched function
+    CLASS_MEMBER = "class_member"  # the live class (reached by its name) has the member
+    MODULE_NAME = "module_name"    # the live module binds the names
+
+
 @dataclass(frozen=True)
 class Kind:
     name: str
@@ -54,6 +64,7 @@ class Kind:
     on_class: bool = False                        # needs a class target (else a function, or either)
     any_target: bool = False                      # the target only names the file (add_import)
     hook: Hook | None = None                      # how the HOOK key's function is used
+    live: Live = Live.CODE_LINES                  # how verify shows it live
 
     @property
     def schema(self) -> dict:

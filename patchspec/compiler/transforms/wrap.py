@@ -10,7 +10,7 @@ import libcst as cst
 
 from patchspec.compiler.edits import NodeEdit
 from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Hook, Key, Kind
+from patchspec.compiler.transforms.kind import Hook, Key, Kind, Live
 
 
 def wrap(ctx: TargetContext, params: dict[str, str]):
@@ -26,4 +26,4 @@ def wrap(ctx: TargetContext, params: dict[str, str]):
 
 WRAP = Kind("wrap", "decorates the target with `@alias.<with>` (innermost): the snippet receives the original "
             "function and returns the function to call; the original stays reachable as `__wrapped__`",
-            {"with": Key.HOOK}, wrap, hook=Hook.DECORATOR)
+            {"with": Key.HOOK}, wrap, hook=Hook.DECORATOR, live=Live.WRAPPED)
