@@ -117,8 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
                        "root's interpreter and show the transform on the object its live name leads to; "
                        "0 all live, 4 one is not; writes nothing")
     _spec_arg(p), _root_args(p, only=False), _python_args(p)
-    p = verb("validate", "check the spec against the schema and its snippet package")
+    p = verb("validate", "check the spec against the schema and its snippet package (with --root: and that "
+                         "every module the snippet package imports is there)")
     _spec_arg(p)
+    p.add_argument("--root", help="the root the spec is for: the snippet package's imports must resolve there")
+    p.add_argument("--python", help="the interpreter that runs the root (default: its venv or prefix)")
     _add_drift_verbs(verb, verbs, common)
     p = verb("demo", "show a spec at work on a release fetched from PyPI, then undo it byte for byte", (debug,))
     p.add_argument("--pypi", default="vllm==0.30.0", metavar="NAME==VERSION",
@@ -284,6 +287,7 @@ def cmd_apply(args) -> Outcome:
     if result.proof is not None:
         shown = _proof(result.proof)
         out.results += shown.results
+        out.lines += [line for line in shown.lines[:-1] if not line.startswith("live: ")]
         out.lines.append(f"verified: {shown.lines[-1]}")
     elif result.changed:
         out.lines.append("unverified: " + ("--no-verify" if args.no_verify else "no interpreter is known to run "
@@ -371,6 +375,8 @@ def cmd_validate(args) -> Outcome:
 
     spec = load_spec(args.spec)
     snippets.validate(spec)
+    if args.root:
+        ops.check_snippet_imports(spec, args.root, args.python)
     count = sum(len(t.transforms) for t in spec.targets)
     return Outcome(Exit.OK, [{"type": "spec", "spec": spec.name, "targets": len(spec.targets),
                               "transforms": count}],

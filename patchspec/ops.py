@@ -370,6 +370,12 @@ def _prove(root: Root, state: staterec.State, name: str, runs: interpreter.Inter
     return proof.prove(root, spec, plan, state, runs, timeout)
 
 
+def check_snippet_imports(spec: Spec, root_path: str, python: str | None = None) -> None:
+    """Writes nothing: every module the snippet package imports resolves in the root or its interpreter."""
+    root = Root.open(root_path)
+    snippets.check_imports(spec, root, interpreter.finder(interpreter.find(root.path, python), root.path))
+
+
 def verify(spec_name_or_path: str, root_path: str, python: str | None = None,
            timeout: float = interpreter.TIMEOUT) -> proof.Proof:
     """Writes nothing: prove every transform of an applied spec live in the root's interpreter."""

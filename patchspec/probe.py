@@ -282,7 +282,7 @@ def _from_snippets(obj, snippet_dir):
 def _describe(obj):
     code = getattr(obj, "__code__", None)
     if isinstance(code, types.CodeType):
-        return "%s (%s:%d)" % (getattr(obj, "__qualname__", code.co_name), code.co_filename, code.co_firstlineno)
+        return "%s (%s:%d)" % (getattr(code, "co_qualname", code.co_name), code.co_filename, code.co_firstlineno)
     return repr(obj)[:120]
 
 
