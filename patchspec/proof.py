@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from patchspec import interpreter, state as staterec
+from patchspec.install import interpreter, state as staterec
 from patchspec.compiler import plan as planner
 from patchspec.compiler.edits import NodeEdit, Status
 from patchspec.compiler.source import SourceError, SourceFile
 from patchspec.compiler.transforms import KINDS
 from patchspec.compiler.transforms.kind import Key, Live
 from patchspec.model import Spec
-from patchspec.root import Root
+from patchspec.install.root import Root
 
 LIVE, NOT_LIVE, STATIC = "live", "not-live", "static"
 

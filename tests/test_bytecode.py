@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import bytecode, txn
+from patchspec.install import bytecode, txn
 from patchspec.cli import main
-from patchspec.root import Root
+from patchspec.install.root import Root
 from tests.state.toy import in_child, points, tree
 from tests.verify_toy import PATCHED_OUT, PRISTINE_OUT, run, toy_venv, write_spec
 

@@ -14,9 +14,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from patchspec import ops, state as staterec
+from patchspec import ops
+from patchspec.install import state as staterec
 from patchspec.cli import main
-from patchspec.root import Root
+from patchspec.install.root import Root
 from tests.state.toy import tree
 from tests.verify_toy import MOD, PATCHED_OUT, SNIPPET, install, make_venv, run, toy_venv, write_spec
 

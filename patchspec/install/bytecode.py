@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from patchspec import interpreter
-from patchspec.root import Root
+from patchspec.install import interpreter
+from patchspec.install.root import Root
 
 MODES = {0: "timestamp", 1: "unchecked-hash", 3: "checked-hash"}
 _NAME = re.compile(r"(?P<stem>[^.]+)\.(?P<tag>[^.]+)(?:\.opt-(?P<opt>[12]))?\.pyc")
