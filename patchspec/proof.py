@@ -95,17 +95,23 @@ def _expect(spec: Spec, r: planner.Resolved, text: str | None, state: staterec.S
     if kind.live is Live.MODULE_NAME:
         code = next(v for k, v in _params(spec, r).items() if kind.keys[k] is Key.CODE)
         return None, {**check, "names": bound_names(code)}
+    live = kind.live
+    if live is Live.BINDING and set(_params(spec, r)) & {"parameter", "name"}:
+        live = Live.CODE_LINES   # a default or an assignment inside a function: the function's code shows it
+        check["how"] = live.value
+    elif live is Live.BINDING:
+        return None, check
     try:
         node = SourceFile(r.file, text).find(r.function, _branch(spec, r))
     except SourceError as exc:
         return str(exc), {}
     if node is None:
         return f"{r.function} is not defined in {r.file} as patched", {}
-    check["first_line"] = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    check["first_line"] = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
     if kind.live is Live.CLASS_MEMBER:
         name = next(v for k, v in _params(spec, r).items() if kind.keys[k] is Key.IDENTIFIER)
         return None, {**check, "name": name, "method": kind.hook is not None}
-    if kind.live is Live.CODE_LINES:
+    if live is Live.CODE_LINES:
         lines = text.splitlines()[check["first_line"] - 1:node.end_lineno]
         found = []
         for needle in _needles(r):
@@ -127,13 +133,16 @@ def _branch(spec: Spec, r: planner.Resolved) -> str | None:
 
 
 def _needles(r: planner.Resolved) -> list[str]:
-    """The text each of the transform's edits put on a line of the patched file (its first line)."""
+    """The text each of the transform's edits put on a line of the patched file (its first line), where
+    that line has code: a removed statement leaves a marker comment or a ``pass``, shown by the live code
+    being the patched text alone."""
     out = []
     for edit in r.edits:
-        if isinstance(edit, NodeEdit):
+        if isinstance(edit, NodeEdit) and isinstance(edit.new, cst.CSTNode) and not isinstance(edit.new, cst.Comment):
             code = cst.Module(body=[]).code_for_node(edit.new).strip().splitlines()
-            if code:
-                out.append(code[0].strip().rstrip(","))
+            needle = code[0].strip().rstrip(",") if code else ""
+            if needle.split("#")[0].strip() not in ("", "pass"):   # a comment or a pass may compile to nothing
+                out.append(needle)
     return out
 
 

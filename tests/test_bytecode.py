@@ -71,3 +71,19 @@ def test_a_kill_in_the_write_puts_the_byte_code_back_with_the_sources(tmp_path):
     assert main(["recover", "--root", str(site)]) == 0
     assert tree(site) == before
     assert run(python) == PRISTINE_OUT
+
+
+def test_verify_says_when_the_module_runs_stale_unchecked_byte_code(tmp_path, capsys):
+    """Byte code put back from before apply (as an image rebuilt from an old layer would): the proof
+    sees the module ran another text's byte code."""
+    python, site = toy_venv(tmp_path)
+    spec = write_spec(tmp_path / "spec")
+    pyc = _compileall(python, site, "unchecked-hash")[1]
+    old = pyc.read_bytes()
+    assert main(["apply", spec, "--root", str(site)]) == 0
+    pyc.write_bytes(old)
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site)]) == 4
+    out = capsys.readouterr().out
+    assert f"not-live: vtoy send#0 insert_before Session.send in vpkg/mod.py (the module ran stale byte code: " \
+           f"{pyc} (unchecked-hash) was compiled from another text)" in out

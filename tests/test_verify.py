@@ -171,3 +171,82 @@ def test_a_version_1_state_record_is_read(tmp_path):
     assert staterec.load(Root.open(site)).specs["vtoy"].proof is None
     ops.unapply("vtoy", str(site))
     assert not (site / ".patchspec").exists()
+
+
+REWRITE_MOD = '''LIMIT = 1
+
+
+class Config:
+    MODE = "old"
+
+    def __init__(self, level=LIMIT):
+        self.level = level
+
+
+def risky(x):
+    if x:
+        x = x + 1
+    value = x * 2
+    unsafe(x)
+    return value
+
+
+def unsafe(x):
+    return x
+'''
+
+REWRITE_SPEC = '''spec: 1
+name: vtoy
+summary: The rewrite kinds over a toy package.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: limit
+    file: vpkg/mod.py
+    function: LIMIT
+    transforms:
+      - set: {value: "2"}
+  - id: mode
+    file: vpkg/mod.py
+    function: Config.MODE
+    transforms:
+      - set: {value: '"new"'}
+  - id: init
+    file: vpkg/mod.py
+    function: Config.__init__
+    transforms:
+      - set: {parameter: level, value: "3"}
+  - id: risky
+    file: vpkg/mod.py
+    function: risky
+    transforms:
+      - replace: {pattern: "$X * 2", by: "$X * 4"}
+      - remove: {statement: "unsafe(x)"}
+      - guard:
+          statements: |
+            if x:
+                ...
+          by: |
+            try:
+                $$$BODY
+            except TypeError:
+                pass
+'''
+
+
+def test_the_rewrite_kinds_are_shown_live(tmp_path, capsys):
+    """replace, remove and guard by their code in the live function; set by the live binding (a module
+    or class name) or the live function (a default)."""
+    python, site = toy_venv(tmp_path, REWRITE_MOD)
+    spec = write_spec(tmp_path / "spec", spec=REWRITE_SPEC)
+    assert main(["apply", spec, "--root", str(site)]) == 0
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site), "--json"]) == 0
+    rows = {(r["target"], r["index"]): r for r in json.loads(capsys.readouterr().out)["results"]
+            if r["type"] == "transform"}
+    assert {k: r["status"] for k, r in rows.items()} == {
+        ("limit", 0): "live", ("mode", 0): "live", ("init", 0): "live", ("risky", 0): "live",
+        ("risky", 1): "live", ("risky", 2): "live"}
+    assert rows[("mode", 0)]["detail"] == "vpkg.mod.Config.MODE bound by the module's patched text"
+    assert rows[("risky", 1)]["detail"] == "the live code of vpkg.mod.risky is the patched text"
+    code = "import vpkg.mod as m; print(m.LIMIT, m.Config.MODE, m.Config().level, m.risky(1))"
+    assert run(python, code=code) == ["2 new 3 8"]

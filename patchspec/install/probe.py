@@ -80,7 +80,11 @@ def _prove(modules, snippet_dir, snippet_module):
             continue
         module_rows[name] = {"status": "imported", "detail": getattr(module, "__file__", None) or ""}
         fresh = _fresh_code(item["file"])
+        stale = _stale_bytecode(item["file"])
         for check in item["checks"]:
+            if stale:
+                rows[check["id"]] = _not_live(stale)
+                continue
             try:
                 rows[check["id"]] = HOW[check["how"]](module, check, fresh, snippet_dir)
             except Exception as exc:  # noqa: BLE001 - a live object may raise on attribute access
@@ -120,6 +124,23 @@ def _fresh_code(path):
     except (OSError, SyntaxError, ValueError):
         return []
     return list(_codes(top))
+
+
+def _stale_bytecode(path):
+    """Why the module ran byte code of another text, or None: Python checks a timestamp or checked-hash
+    ``.pyc`` against the source itself, but runs an unchecked-hash one whatever the source says."""
+    try:
+        cached = importlib.util.cache_from_source(path)
+        with open(cached, "rb") as handle:
+            header = handle.read(16)
+        with open(path, "rb") as handle:
+            source = handle.read()
+    except (OSError, NotImplementedError, ValueError):
+        return None
+    if len(header) == 16 and int.from_bytes(header[4:8], "little") == 1 \
+            and header[8:16] != importlib.util.source_hash(source):
+        return "the module ran stale byte code: %s (unchecked-hash) was compiled from another text" % cached
+    return None
 
 
 def _codes(code):
@@ -224,6 +245,8 @@ def show_code_lines(module, check, fresh, snippet_dir):
     missing = [n for n in check["lines"] if n not in have]
     if missing:
         return _not_live("line(s) %s carry no code in the live %s" % (", ".join(map(str, missing)), path))
+    if not check["lines"]:  # a removal: nothing of it is left to have code
+        return _live("the live code of %s is the patched text" % path)
     return _live("line(s) %s in the live code of %s" % (", ".join(map(str, check["lines"])), path))
 
 
@@ -267,7 +290,20 @@ def show_module_name(module, check, fresh, snippet_dir):
     return _live("%s bound in the live module %s" % (", ".join(check["names"]), module.__name__))
 
 
-HOW = {"code_lines": show_code_lines, "wrapped": show_wrapped, "class_member": show_class_member,
+def show_binding(module, check, fresh, snippet_dir):
+    """``set`` of a module- or class-level name: the live module (or class: the patched one) binds it, and
+    the module ran the file's text (no stale byte code, checked on import)."""
+    owner, _, name = check["function"].rpartition(".")
+    holder, path = _reach(module, owner) if owner else (module, module.__name__)
+    if owner and (not isinstance(holder, type) or holder.__module__ != module.__name__
+                  or holder.__qualname__ != owner):
+        return _not_live("the live %s is %r, not the class patched" % (path, holder))
+    if name not in vars(holder):
+        return _not_live("the live %s does not bind %s" % (path, name))
+    return _live("%s.%s bound by the module's patched text" % (path, name))
+
+
+HOW = {"code_lines": show_code_lines, "binding": show_binding, "wrapped": show_wrapped, "class_member": show_class_member,
        "module_name": show_module_name}
 
 
