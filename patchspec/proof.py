@@ -58,10 +58,11 @@ def prove(root: Root, spec: Spec, plan: planner.Plan, state: staterec.State, pyt
             entry = modules.setdefault(r.file, {"module": module_name(r.file), "file": str(root.path / r.file),
                                                 "checks": []})
             entry["checks"].append({"id": str(number), **checks[number]})
-    snippet_dir = os.path.realpath(root.path / planner.RUNTIME_PACKAGE / spec.snippet_package) + os.sep
+    package = spec.snippet_package   # None: a spec of rewrites only
+    snippet_dir = os.path.realpath(root.path / planner.RUNTIME_PACKAGE / (package or "")) + os.sep
     answer = interpreter.ask(python, root.path, {
         "modules": list(modules.values()), "snippet_dir": snippet_dir,
-        "snippet_module": f"{planner.RUNTIME_PACKAGE}.{spec.snippet_package}"}, timeout)
+        "snippet_module": package and f"{planner.RUNTIME_PACKAGE}.{package}"}, timeout)
     imported = answer["modules"]
     out = []
     for number, r in enumerate(rows):

@@ -112,6 +112,8 @@ def imports(spec: Spec) -> list[tuple[str, str, int]]:
     """``(module, file, line)`` of every import the snippet package runs when it is imported: the
     unconditional module-level ones of each file (not under ``if``/``try``, where an import may be
     optional, nor in functions, which run only when called); relative ones named absolutely."""
+    if spec.snippet_package is None:
+        return []
     base = package_dir(spec)
     out = []
     for path in sorted(base.rglob("*.py")):
