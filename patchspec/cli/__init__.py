@@ -101,8 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="colour the diff (auto: when printing to a terminal)")
     p.add_argument("--patched-only", action="store_true",
                    help="leave out the snippet files that apply installs (the diff is then not complete)")
-    p = verb("validate", "check the spec against the schema and its snippet package")
-    _spec_arg(p)
+    p = verb("validate", "check the spec against the schema and its snippet package; with --root, also that it "
+                         "holds there (the verdict compile, check and apply give)")
+    _spec_arg(p), _release_arg(p)
+    p.add_argument("--root", help="a root to check the spec on: every target, anchor and name its code reads")
     _add_drift_verbs(verb, verbs, common)
     p = verb("demo", "show a spec at work on a release fetched from PyPI, then undo it byte for byte", (debug,))
     p.add_argument("--pypi", default="vllm==0.30.0", metavar="NAME==VERSION",
@@ -338,9 +340,14 @@ def cmd_validate(args) -> Outcome:
     spec = load_spec(args.spec)
     snippets.validate(spec)
     count = sum(len(t.transforms) for t in spec.targets)
+    where = ""
+    if args.root:
+        prepared = ops.prepare(args.spec, args.release, args.root)
+        ops.compile_spec(prepared)   # refuses as compile, check and apply do
+        where = f"; holds on {args.root} (release {prepared.release})"
     return Outcome(Exit.OK, [{"type": "spec", "spec": spec.name, "targets": len(spec.targets),
                               "transforms": count}],
-                   [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms"])
+                   [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms{where}"])
 
 
 def cmd_drift(args) -> Outcome:

@@ -98,6 +98,8 @@ def test_names_the_spec_itself_binds_earlier_are_accepted(source, transforms):
     spec = make_spec(targets)
     plan = resolve(source, spec)
     assert not plan.errors, [r.detail for r in plan.errors]
+    planner.emit(plan, [spec])
+    assert plan.problems == []
 
 
 @pytest.mark.parametrize("source, transforms, why", [
