@@ -79,6 +79,11 @@ ONLY = Arg(("--only",), {"action": "append", "metavar": "PACKAGE",
                          "help": "patch only the targets of this top-level package (repeatable)"})
 LOCK = Arg(("--lock-timeout",), {"type": _seconds, "default": 30.0, "metavar": "SECONDS",
                                  "help": "how long to wait for another patchspec writing to the root (default 30)"})
+PYTHON = Arg(("--python",), {"help": "the interpreter that runs the root (default: the venv or prefix the root is "
+                                    "the site-packages of)"})
+TIMEOUT = Arg(("--timeout",), {"type": _seconds, "default": 300.0, "metavar": "SECONDS",
+                               "help": "how long the root's interpreter may take to import the patched modules "
+                                       "(default 300)"})
 NO_CACHE = Arg(("--no-cache",), {"action": "store_true", "help": "do not read or fill the drift cache"})
 SPEC_DIR = Arg(("--dir",), {"default": ".", "help": "where to write the spec and its files (default: here)"})
 NAME = Arg(("name",), {"help": "the spec's name: lower-case letters, digits and dashes"})
@@ -132,7 +137,8 @@ def _notes(notes: list[str]) -> Outcome:
 def cmd_apply(args) -> Outcome:
     from patchspec import ops
 
-    result = ops.apply(args.spec, args.release, args.root, _only(args), args.lock_timeout)
+    result = ops.apply(args.spec, args.release, args.root, _only(args), args.lock_timeout,
+                       verify=not args.no_verify, python=args.python, timeout=args.timeout)
     out = _notes(result.notes)
     for r in result.skipped:
         out.results.append({**_row(r), "status": "skipped"})
@@ -141,13 +147,44 @@ def cmd_apply(args) -> Outcome:
     for rel in result.files:
         out.results.append({"type": "file", "path": rel, "action": action})
         out.lines.append(f"{'patched' if result.changed else 'already applied, unchanged'}: {rel}")
+    if result.proof is not None:
+        shown = _proof(result.proof)
+        out.results += shown.results
+        out.lines += [line for line in shown.lines[:-1] if not line.startswith("live: ")]
+        out.lines.append(f"verified: {shown.lines[-1]}")
+    elif result.changed:
+        out.lines.append("unverified: " + ("--no-verify" if args.no_verify else "no interpreter is known to run "
+                                          "the root; `patchspec verify SPEC --root R --python P` proves it"))
     return out
+
+
+def _proof(shown) -> Outcome:
+    """The proof's rows, its modules, and a last line counting them."""
+    from patchspec import proof
+
+    out = Outcome(Exit.BROKEN if shown.failed else Exit.OK)
+    out.results += [{"type": "module", **m} for m in shown.modules]
+    out.results += [_row(r) for r in shown.rows]
+    out.lines += [f"{m['status']}: {m['module']} ({m['detail']})" for m in shown.modules
+                  if m["status"] != "imported"]
+    out.lines += [f"{r.status}: {r.spec} {r.target}#{r.index} {r.kind} {r.function} in {r.file} ({r.detail})"
+                  for r in shown.rows]
+    count = {s: sum(r.status == s for r in shown.rows) for s in (proof.LIVE, proof.STATIC, proof.NOT_LIVE)}
+    out.lines.append(f"{count[proof.LIVE]} live, {count[proof.STATIC]} shown statically, "
+                     f"{count[proof.NOT_LIVE]} not live, in {shown.interpreter}")
+    return out
+
+
+def cmd_verify(args) -> Outcome:
+    from patchspec import ops
+
+    return _proof(ops.verify(args.spec, args.root, args.python, args.timeout))
 
 
 def cmd_unapply(args) -> Outcome:
     from patchspec import ops
 
-    result = ops.unapply(args.spec, args.root, args.force, args.lock_timeout)
+    result = ops.unapply(args.spec, args.root, args.force, args.lock_timeout, args.python)
     return _files(_notes(result.notes), result.actions)
 
 
@@ -219,10 +256,12 @@ def cmd_validate(args) -> Outcome:
     count = sum(len(t.transforms) for t in spec.targets)
     where = ""
     if args.root:
+        from patchspec import ops
         from patchspec.prepare import compile_spec, prepare
 
         prepared = prepare(args.spec, args.release, args.root)
         compile_spec(prepared)   # refuses as compile, check and apply do
+        ops.check_snippet_imports(spec, args.root, args.python)
         where = f"; holds on {args.root} (release {prepared.release})"
     return Outcome(Exit.OK, [{"type": "spec", "spec": spec.name, "targets": len(spec.targets),
                               "transforms": count}],
@@ -327,9 +366,14 @@ VERBS = (
     Verb("compile", "resolve every anchor, print the plan and the drift report; writes nothing to the root",
          cmd_compile, (SPEC, RELEASE, ROOT, ONLY,
                        Arg(("-o", "--output"), {"help": "write the patched files under this directory"}))),
-    Verb("apply", "patch the root in place, all files or none", cmd_apply, (SPEC, RELEASE, ROOT, ONLY, LOCK)),
+    Verb("apply", "patch the root in place, all files or none; then prove every transform live in the root's "
+                  "interpreter (undone when one is not)", cmd_apply,
+         (SPEC, RELEASE, ROOT, ONLY, LOCK, PYTHON, TIMEOUT,
+          Arg(("--no-verify",), {"action": "store_true", "help": "skip the run-time proof (status says unverified)"}))),
     Verb("unapply", "restore every file the spec patched, byte for byte", cmd_unapply,
          (APPLIED_SPEC, ROOT, LOCK,
+          Arg(("--python",), {"help": "the interpreter that runs the root, to recompile its byte code (default: "
+                                      "the root's venv or prefix)"}),
           Arg(("--force",), {"action": "store_true", "help": "restore even files edited since apply"}))),
     Verb("status", "per applied spec: its release, and whether each file is as written, edited by hand or replaced "
                    "by another version of its package, with what to do; writes nothing", cmd_status, (ROOT,)),
@@ -345,10 +389,15 @@ VERBS = (
                              "help": "colour the diff (auto: when printing to a terminal)"}),
           Arg(("--patched-only",), {"action": "store_true", "help": "leave out the snippet files that apply "
                                                                     "installs (the diff is then not complete)"}))),
+    Verb("verify", "prove every transform of an applied spec live: import each patched module in the root's "
+                   "interpreter and show the transform on the object its live name leads to; 0 all live, 4 one is "
+                   "not; writes nothing", cmd_verify, (APPLIED_SPEC, ROOT, PYTHON, TIMEOUT)),
     Verb("validate", "check the spec against the schema and its snippet package; with --root, also that it holds "
                      "there (the verdict compile, check and apply give)", cmd_validate,
          (SPEC, RELEASE,
-          Arg(("--root",), {"help": "a root to check the spec on: every target, anchor and name its code reads"}))),
+          Arg(("--root",), {"help": "a root to check the spec on: every target, anchor and name its code reads"}),
+          Arg(("--python",), {"help": "with --root: the interpreter that runs it, which must find every module the "
+                                      "snippet package imports (default: the root's venv or prefix)"}))),
     Verb("drift", "the drift class of every target and transform: 0 none, 1 still applies, 4 broken; writes nothing",
          cmd_drift,
          (SPEC, RELEASE,
