@@ -44,7 +44,8 @@ class Root:
             link = next((self.path / p for p in _prefixes(norm) if (self.path / p).is_symlink()), None)
             if link is not None:
                 raise PatchspecError(
-                    f"{link.relative_to(self.path).as_posix()} is a symbolic link out of the root (to {real}): the "
+                    f"{link.relative_to(self.path).as_posix()} is a symbolic link out of the root: {rel!r} "
+                    f"resolves outside the root (to {real}); the "
                     f"package's files are linked in from elsewhere, as `uv pip install --link-mode=symlink` installs "
                     f"them, and patching one would change every environment sharing it; reinstall the package "
                     f"with files of its own (`uv pip install --link-mode=copy --reinstall ...`, or pip), then apply",
