@@ -10,11 +10,16 @@ from patchspec.compiler.source import Fragment, SourceFile
 
 
 class _ApplyNodeEdits(cst.CSTTransformer):
-    def __init__(self, edits: list[NodeEdit]) -> None:
+    def __init__(self, edits: list[NodeEdit], rebuilt: set[int] | None = None) -> None:
         super().__init__()
+        self.rebuilt = rebuilt
         self.by_node: dict[int, dict[str, list[cst.CSTNode]]] = defaultdict(lambda: defaultdict(list))
         for edit in edits:
             self.by_node[id(edit.node)][edit.action].append(edit.new)
+
+    def on_visit(self, node) -> bool:
+        """Only the edited nodes and those containing them are rebuilt; the rest is kept as it is."""
+        return self.rebuilt is None or id(node) in self.rebuilt
 
     def on_leave(self, original, updated):
         edits = self.by_node.get(id(original))
@@ -63,8 +68,10 @@ def _append_args(args, new_args) -> tuple[cst.Arg, ...]:
     return tuple(args)
 
 
-def render_fragment(fragment: Fragment, edits: list[NodeEdit]) -> str:
-    return fragment.render(fragment.module.visit(_ApplyNodeEdits(edits)))
+def render_fragment(fragment: Fragment, edits: list[NodeEdit], rebuilt: set[int] | None = None) -> str:
+    """``rebuilt``: the ids of the edited nodes and their ancestors (``Definition.enclosing``); None
+    rebuilds every node."""
+    return fragment.render(fragment.module.visit(_ApplyNodeEdits(edits, rebuilt)))
 
 
 def splice(source: SourceFile, fragments: dict[int, tuple[int, str]], line_edits: list[LineEdit]) -> str:
