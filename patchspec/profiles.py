@@ -6,6 +6,7 @@ transforms, so the spec stays written for the newest release and older ones say 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,7 +100,10 @@ def load_profile(directory: Path, release: str) -> Profile:
     return load_profile_text(path.read_text(), str(path))
 
 
+@functools.lru_cache(maxsize=1024)
 def load_profile_text(text: str, file: str) -> Profile:
+    """The profile in ``text``; read once per text (``--release auto`` and the state record meet each
+    profile again), and the result is shared: read it, never change it."""
     data = yamlloc.load(text, file)
     if not isinstance(data, dict):
         raise PatchspecError("a release profile is a YAML mapping", file=file, line=1, col=1)

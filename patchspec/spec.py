@@ -79,7 +79,10 @@ def load_spec(path: str | Path) -> Spec:
     return load_spec_bytes(raw, file)
 
 
+@functools.lru_cache(maxsize=256)
 def load_spec_bytes(raw: bytes, file: str) -> Spec:
+    """The spec in ``raw``; read once per text (a verb meets one spec several times: the file, the state
+    record's copy), and the frozen result is shared."""
     data = yamlloc.load(raw.decode("utf-8", errors="replace"), file)
     if not isinstance(data, dict):
         raise PatchspecError("a spec is a YAML mapping", file=file, line=1, col=1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import textwrap
 from collections.abc import Iterator
 
@@ -59,8 +60,11 @@ def literal_value(node: cst.CSTNode) -> object:
     return type(value).__name__, value
 
 
+@functools.lru_cache(maxsize=4096)
 def parse(text: str, form: str) -> cst.CSTNode:
-    """Parse a pattern or code string; ``form`` is statement, expression, code or statement_or_expression."""
+    """Parse a pattern or code string; ``form`` is statement, expression, code or statement_or_expression.
+    Parsed once per text: a spec's strings are checked when it loads and read again when it resolves, and
+    libcst nodes are immutable, so one tree serves every use."""
     source = textwrap.dedent(text).strip("\n")
     try:
         if form == "expression":
@@ -170,6 +174,7 @@ def _block_matcher(block: cst.BaseSuite):
     return indented | m.SimpleStatementSuite(body=one_line)
 
 
+@functools.lru_cache(maxsize=4096)
 def compile_pattern(text: str, form: str):
     """Parse a pattern and return its matcher."""
     return to_matcher(parse(text, form))
