@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patchspec.cache import pypi_root
+from patchspec.releases.cache import pypi_root
 from patchspec.cli import main
 
 SESSIONS = "requests/sessions.py"

@@ -17,7 +17,7 @@ from patchspec.errors import PatchspecError
 from patchspec.record import change as changes, draft as drafting, prove
 from patchspec.record.diff import Drafted
 from patchspec.record.targets import FileDraft, needed_imports, snippet_imports
-from patchspec.root import Root
+from patchspec.install.root import Root
 
 
 @dataclass

@@ -12,11 +12,12 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from patchspec import cache, installed, state as staterec
+from patchspec.install import installed, state as staterec
+from patchspec.releases import cache
 from patchspec.errors import PatchspecError
 from patchspec.model import package_of
 from patchspec.record.text import Text
-from patchspec.root import Root
+from patchspec.install.root import Root
 
 
 @dataclass

@@ -13,7 +13,8 @@ import ast
 import difflib
 
 from patchspec.compiler import pattern
-from patchspec.compiler.lint import BUILTINS, _free_names, _module_names
+from patchspec.compiler import scope
+from patchspec.compiler.lint import BUILTINS, _free_names
 from patchspec.compiler.source import SourceError
 from patchspec.compiler.transforms.context import Definition
 from patchspec.record.diff import Differ, Drafted, Step, Unfaithful, assigned_name, function_steps, header_key
@@ -238,7 +239,7 @@ def needed_imports(installed: Text, new: Text, reads: set[str], provided: set[st
     """Import statements for the names the carried code reads that the installed module does not bind:
     each from the import that binds it in the new release. A name the new release binds otherwise (and
     that is not carried) is refused."""
-    bound = _module_names(installed.source)
+    bound = scope.module_names(installed.source.tree)
     if bound is None:
         return []
     out = []

@@ -101,8 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="colour the diff (auto: when printing to a terminal)")
     p.add_argument("--patched-only", action="store_true",
                    help="leave out the snippet files that apply installs (the diff is then not complete)")
-    p = verb("validate", "check the spec against the schema and its snippet package")
-    _spec_arg(p)
+    p = verb("validate", "check the spec against the schema and its snippet package; with --root, also that it "
+                         "holds there (the verdict compile, check and apply give)")
+    _spec_arg(p), _release_arg(p)
+    p.add_argument("--root", help="a root to check the spec on: every target, anchor and name its code reads")
     _add_drift_verbs(verb, verbs, common)
     p = verb("demo", "show a spec at work on a release fetched from PyPI, then undo it byte for byte", (debug,))
     p.add_argument("--pypi", default="vllm==0.30.0", metavar="NAME==VERSION",
@@ -232,7 +234,7 @@ def _row(r) -> dict:
 
 
 def cmd_compile(args) -> Outcome:
-    from patchspec import drift_report
+    from patchspec.releases import drift_report
 
     prepared = ops.prepare(args.spec, args.release, args.root, _only(args))
     texts = ops.compile_spec(prepared)
@@ -338,13 +340,18 @@ def cmd_validate(args) -> Outcome:
     spec = load_spec(args.spec)
     snippets.validate(spec)
     count = sum(len(t.transforms) for t in spec.targets)
+    where = ""
+    if args.root:
+        prepared = ops.prepare(args.spec, args.release, args.root)
+        ops.compile_spec(prepared)   # refuses as compile, check and apply do
+        where = f"; holds on {args.root} (release {prepared.release})"
     return Outcome(Exit.OK, [{"type": "spec", "spec": spec.name, "targets": len(spec.targets),
                               "transforms": count}],
-                   [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms"])
+                   [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms{where}"])
 
 
 def cmd_drift(args) -> Outcome:
-    from patchspec import cache, drift_report
+    from patchspec.releases import cache, drift_report
 
     if args.pypi:
         result = drift_report.pypi_drift(args.spec, cache.requirement(args.pypi), args.release, args.baseline,
@@ -355,7 +362,7 @@ def cmd_drift(args) -> Outcome:
 
 
 def cmd_matrix(args) -> Outcome:
-    from patchspec import cache, drift_report
+    from patchspec.releases import cache, drift_report
 
     if args.since and not any("==" not in given for given in args.pypi):
         raise PatchspecError("--since needs a --pypi NAME without a version")
@@ -374,7 +381,7 @@ def cmd_matrix(args) -> Outcome:
 
 
 def cmd_profile(args) -> Outcome:
-    from patchspec import drift_report
+    from patchspec.releases import drift_report
 
     accept = (lambda suggestion: True) if args.accept_suggested else _ask if sys.stdin.isatty() else None
     draft = drift_report.new_profile(args.release, args.root, args.spec, args.old, args.force, accept,
@@ -396,7 +403,7 @@ def _ask(suggestion: str) -> bool:
 
 def cmd_init(args) -> Outcome:
     from patchspec import init
-    from patchspec.cache import pypi_root
+    from patchspec.releases.cache import pypi_root
 
     root = args.root or str(pypi_root(args.pypi))
     written = init.scaffold(args.name, root, args.target, args.dir)
@@ -407,7 +414,8 @@ def cmd_init(args) -> Outcome:
 
 
 def cmd_record(args) -> Outcome:
-    from patchspec import drift_report, ops, record
+    from patchspec import ops, record
+    from patchspec.releases import drift_report
 
     done = record.record(args.name, args.root, args.upstream, args.before, tuple(args.target), args.dir,
                          apply_edit=lambda spec, root: ops.apply(spec, "auto", root).files,
