@@ -28,7 +28,7 @@ class Definition:
         return self.source.fragment(self.node)
 
     @functools.cached_property
-    def _walk(self) -> "_WalkState":
+    def _walk(self) -> _WalkState:
         """The one walk of the definition: a code generation pass, which meets every node in source order
         (a ``CSTVisitor`` walk rebuilds every node it passes and costs several times more)."""
         module = self.fragment.module
