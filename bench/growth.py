@@ -4,8 +4,7 @@ the spec.
 Usage: python bench/growth.py [--repeat N]. Everything is generated: a package ``gen`` (one file, one
 function per target, with a pip-style dist-info), a spec inserting one statement into each function, and
 release profiles beside it of which exactly one matches (``--release auto`` has to tell which). Each verb
-runs cold: the per-process caches of spec, profile and pattern texts are cleared before it, as in a fresh
-``patchspec`` process. Prints the medians per size; the last line is key=value figures:
+runs cold (``bench/cold.py``): as in a fresh ``patchspec`` process. Prints the medians per size; the last line is key=value figures:
 
 - ``<verb>_targets_slope_ratio``: the cost of one more target between 50 and 100 targets over that between
   1 and 50 (1 for linear growth, 2 for quadratic);
@@ -21,12 +20,11 @@ import hashlib
 import shutil
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
-from patchspec import ops, spec as specfile
-from patchspec.compiler import pattern
-from patchspec.releases import profiles
+from cold import cold
+
+from patchspec import ops
 
 SNIPPETS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "demo_spec" / "snips"
 TARGETS = (1, 10, 25, 50, 100)
@@ -78,16 +76,6 @@ def make_spec(directory: Path, targets: int, profile_count: int) -> str:
                                                f"    distributions: [gen]\nspecs:\n  gen:\n"
                                                f"    fingerprints:\n{fingerprints}")
     return str(directory / "gen.yaml")
-
-
-def cold(verb) -> tuple[float, float]:
-    """(wall, CPU) seconds of ``verb`` as a fresh process would run it: no text read by an earlier verb is
-    reused (the profile index in the cache directory is, as it is across processes)."""
-    for cached in (pattern.parse, pattern.compile_pattern, specfile.load_spec_bytes, profiles.load_profile_text):
-        cached.cache_clear()
-    wall, cpu = time.perf_counter(), time.process_time()
-    verb()
-    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def measure(scratch: Path, name: str, targets: int, profile_count: int, repeat: int) -> dict[str, float]:
