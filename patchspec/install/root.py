@@ -38,6 +38,15 @@ class Root:
             raise PatchspecError(f"path {rel!r} leaves the root", file=str(self.path))
         real = Path(os.path.realpath(self.path / norm))
         if real == self.path or self.path not in real.parents:
+            link = next((self.path / p for p in _prefixes(norm) if (self.path / p).is_symlink()), None)
+            if link is not None:
+                raise PatchspecError(
+                    f"{link.relative_to(self.path).as_posix()} is a symbolic link out of the root: {rel!r} "
+                    f"resolves outside the root (to {real}); the "
+                    f"package's files are linked in from elsewhere, as `uv pip install --link-mode=symlink` installs "
+                    f"them, and patching one would change every environment sharing it; reinstall the package "
+                    f"with files of its own (`uv pip install --link-mode=copy --reinstall ...`, or pip), then apply",
+                    file=str(self.path))
             raise PatchspecError(f"path {rel!r} resolves outside the root (to {real})", file=str(self.path))
         return real.relative_to(self.path).as_posix()
 
@@ -78,3 +87,9 @@ class Root:
     def has_package(self, package: str) -> bool:
         """A package directory, or a one-module distribution's ``package.py``."""
         return self.resolve(package).is_dir() or self.resolve(package + ".py").is_file()
+
+
+def _prefixes(norm: str) -> list[str]:
+    """``a``, ``a/b``, ``a/b/c`` of ``a/b/c``: each path a link on the way could be."""
+    parts = norm.split("/")
+    return ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]
