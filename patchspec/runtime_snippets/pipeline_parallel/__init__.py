@@ -35,6 +35,7 @@ from .loader import (
 )
 from .partition import refuse_split_shared_state
 from .async_scheduling import async_scheduling_off_for_pipeline
+from .startup import refuse_at_startup
 from .scheduler import admission_cap_reached, running_cap_reached
 
 # --- HPU runner, HPU graphs and worker start-up (runner.py, graphs.py, worker.py) ---
