@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import enum
+import sys
 from dataclasses import dataclass
 
 
@@ -46,6 +47,20 @@ class Location:
 
     def to_json(self) -> dict:
         return {"file": self.file, "line": self.line, "col": self.col}
+
+
+_WARNED: set[str] = set()
+
+
+def warn(message: str) -> None:
+    """One line on stderr, ``patchspec: file:line:col: warning: ...``, once per command (``forget_warnings``)."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(f"patchspec: {message}", file=sys.stderr)
+
+
+def forget_warnings() -> None:
+    _WARNED.clear()
 
 
 class PatchspecError(Exception):
