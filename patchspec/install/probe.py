@@ -303,7 +303,8 @@ def show_binding(module, check, fresh, snippet_dir):
     return _live("%s.%s bound by the module's patched text" % (path, name))
 
 
-HOW = {"code_lines": show_code_lines, "binding": show_binding, "wrapped": show_wrapped, "class_member": show_class_member,
+HOW = {"code_lines": show_code_lines, "binding": show_binding, "wrapped": show_wrapped,
+       "class_member": show_class_member,
        "module_name": show_module_name}
 
 

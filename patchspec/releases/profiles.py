@@ -151,7 +151,8 @@ def load_profile_text(text: str, file: str) -> Profile:
     packages = {}
     for name, pin in data["packages"].items():
         specifier = pin if isinstance(pin, str) else pin.get("versions", "")
-        distributions = () if isinstance(pin, str) else tuple(canonicalize_name(d) for d in pin.get("distributions", ()))
+        distributions = () if isinstance(pin, str) else tuple(canonicalize_name(d)
+                                                              for d in pin.get("distributions", ()))
         try:
             ref = None if isinstance(pin, str) else pin.get("ref")
             packages[name] = Pin(SpecifierSet(specifier), distributions, ref)
