@@ -9,7 +9,7 @@ import libcst as cst
 from patchspec.compiler import pattern, rewrite, scope
 from patchspec.compiler.edits import Action, NodeEdit, Place
 from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Binds, Key, Kind
+from patchspec.compiler.transforms.kind import Binds, Key, Kind, Live
 
 AFTER_TARGET = Action("after-target", Place.AFTER)
 
@@ -37,4 +37,5 @@ def _binds(params: dict[str, str]) -> Binds:
 
 ADD_STATEMENT = Kind("add_statement", "`code` (one or more statements) right after the target definition or "
                      "assignment, at its level: a name a fix adds to a module or class", {"code": Key.REPLACEMENT},
-                     add_statement, actions=(AFTER_TARGET,), any_definition=True, binds=_binds, rank=12)
+                     add_statement, actions=(AFTER_TARGET,), any_definition=True, binds=_binds, rank=12,
+                     live=Live.BINDING)
