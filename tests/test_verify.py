@@ -256,3 +256,23 @@ def test_the_rewrite_kinds_are_shown_live(tmp_path, capsys):
     assert rows[("extra", 0)]["detail"] == "EXTRA bound in the live vpkg.mod by the module's patched text"
     code = "import vpkg.mod as m; print(m.LIMIT, m.Config.MODE, m.Config().level, m.risky(1), m.EXTRA)"
     assert run(python, code=code) == ["2 new 3 8 5"]
+
+
+def test_vllm_gaudi_is_not_importable_without_gaudi_software_and_shown_statically(
+        vllm_release, gaudi_release, copy_root, capsys):
+    """vLLM 0.30.0 with vllm-gaudi main, as the shipped spec's profile pins them, run by this machine's
+    interpreter: every vLLM transform live, every vllm_gaudi one shown statically, with the reason."""
+    root = copy_root(vllm_release("0.30.0"), gaudi_release("main"))
+    assert main(["apply", "pipeline-parallel", "--root", str(root), "--release", "v0.30.0"]) == 0
+    capsys.readouterr()
+    assert main(["verify", "pipeline-parallel", "--root", str(root), "--python", sys.executable, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = [r for r in doc["results"] if r["type"] == "transform"]
+    gaudi = [r for r in rows if r["file"].startswith("vllm_gaudi/")]
+    assert gaudi and {r["status"] for r in gaudi} == {"static"}
+    assert all("not importable here: ModuleNotFoundError: No module named 'habana_frameworks'" in r["detail"]
+               for r in gaudi)
+    assert {r["status"] for r in rows if r["file"].startswith("vllm/")} == {"live"}
+    modules = {r["module"]: r for r in doc["results"] if r["type"] == "module"}
+    assert {m for m, r in modules.items() if r["status"] == "not-importable"} == \
+        {m for m in modules if m.startswith("vllm_gaudi.")}
