@@ -18,7 +18,7 @@ from patchspec.releases import profiles
 from patchspec.errors import Exit, Location, PatchspecError
 from patchspec.model import Spec, package_of
 from patchspec.install.root import Root
-from patchspec.spec import load_spec, load_spec_bytes
+from patchspec.spec import load_spec, load_spec_bytes, spec_text
 
 
 @dataclass
@@ -328,7 +328,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
                                      file=str(root.path / rel))
         rec = staterec.SpecRecord(
             spec_path=str(Path(spec_path).resolve()), spec_sha256=spec.sha256,
-            spec_text=_utf8(prepared.raw_spec, spec_path), release=prepared.release,
+            spec_text=spec_text(prepared.raw_spec, spec_path), release=prepared.release,
             profile_path=prepared.profile.path, profile_text=prepared.profile.text,
             files=sorted(files), snippets=sorted(runtime), packages=records.packages(files), warnings=warnings,
             proof=(staterec.Proof.SKIPPED if not verify else staterec.Proof.NO_INTERPRETER if runs is None
@@ -398,17 +398,6 @@ def verify(spec_name_or_path: str, root_path: str, python: str | None = None,
         return _prove(root, state, name, runs, timeout)
     except interpreter.ProbeError as exc:
         raise PatchspecError(f"the run-time proof did not run: {exc}", file=str(root.path)) from None
-
-
-def _utf8(raw: bytes, where: str) -> str:
-    """The spec's text, kept in the record to rebuild it at unapply: it must be UTF-8 to come back."""
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        col = exc.start - raw.rfind(b"\n", 0, exc.start)
-        raise PatchspecError(f"spec is not UTF-8 text (byte {raw[exc.start]:#04x}); nothing was written",
-                             file=where, line=line, col=col) from None
 
 
 def _verify_file(root: Root, state: staterec.State, rel: str) -> None:
@@ -541,9 +530,27 @@ class CheckResult:
 APPLIED, WOULD_APPLY = "applied", "would-apply"
 
 
+def consistent(root_path: str | Root, compute):
+    """``compute()`` of a read-only verb, read again when a writer started or committed a run meanwhile
+    (``txn.view_token``), so the answer is for one state of the root: the committed one, or with a run
+    under way or interrupted, the root as it was before it."""
+    root = Root.open(root_path)
+    for _attempt in range(3):
+        token = txn.view_token(root)
+        result = compute()
+        if txn.view_token(root) == token:
+            break
+    return result
+
+
 def check(spec_path: str, release: str, root_path: str, only: set[str] | None = None) -> CheckResult:
-    """Writes nothing. With an interrupted run pending, answers for the root as it was before it; a record
-    that an upgrade made stale is answered as ``apply`` will see it (dropped)."""
+    """Writes nothing. With an interrupted run pending, or another process's run under way, answers for
+    the root as it was before it; a record that an upgrade made stale is answered as ``apply`` will see
+    it (dropped)."""
+    return consistent(root_path, lambda: _check(spec_path, release, root_path, only))
+
+
+def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) -> CheckResult:
     root = txn.pending_view(Root.open(root_path))
     pending = txn.pending_note(root)
     notes = [{"type": "recovery", "detail": pending}] if pending else []
@@ -602,6 +609,10 @@ UNVERIFIED = {staterec.Proof.PENDING: "apply stopped before its run-time proof e
 def status(root_path: str) -> StatusReport:
     """Writes nothing: per applied spec, the release it was applied to and, per file, whether it is as
     written, edited by hand, or replaced by another version of its package, with what to do."""
+    return consistent(root_path, lambda: _status(root_path))
+
+
+def _status(root_path: str) -> StatusReport:
     root = txn.pending_view(Root.open(root_path))
     pending = txn.pending_note(root)
     state = staterec.load(root)
@@ -610,7 +621,7 @@ def status(root_path: str) -> StatusReport:
     if pending:
         results.append({"type": "recovery", "detail": pending})
         lines.append(pending)
-        code = Exit.PENDING
+        code = Exit.OK if staterec.writer_active(root) else Exit.PENDING  # under way: the committed state
     todo = {AS_WRITTEN: None,
             EDITED: "`patchspec unapply {spec} --force` restores the original, `patchspec forget {spec}` keeps the file",
             MISSING: "`patchspec unapply {spec} --force` restores the original",

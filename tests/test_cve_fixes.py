@@ -74,3 +74,16 @@ def test_the_release_with_the_fix_is_obsolete_for_every_rewrite(fix):
     obsolete = [r for r in rows if r.drift == drift.OBSOLETE]
     assert len(obsolete) == _rewrites(spec) > 0, [(r.target, r.kind, r.drift, r.detail) for r in rows]
     assert all(KINDS[r.kind].rewrites for r in obsolete)
+
+
+def test_two_fixes_that_set_one_name_differently_are_refused_naming_both():
+    from patchspec.compiler import plan as planner
+    from patchspec.compiler.plan import ConflictError
+
+    specs = [load_spec(CVE / f"{fix}.yaml") for fix in ("urllib3-cve-2023-43804", "urllib3-cve-2024-37891")]
+    root = pypi_root("urllib3==2.0.5")
+    plan = planner.resolve(specs, lambda rel: (root / rel).read_text(), lambda package: True)
+    assert not plan.errors
+    with pytest.raises(ConflictError, match=r"urllib3-cve-2023-43804 .*urllib3-cve-2024-37891|"
+                                            r"urllib3-cve-2024-37891 .*urllib3-cve-2023-43804"):
+        planner.emit(plan, specs)

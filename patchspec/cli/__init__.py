@@ -2,7 +2,7 @@
 
 Exit codes (one table for every verb, see ``patchspec.errors``): 0 ok or applied, 1 would apply or drift
 that still applies, 2 user error, 3 internal error, 4 the spec does not hold on the root, 64 usage error,
-130 interrupted. An error is one line, ``patchspec: file:line:col: what is wrong``; ``--debug`` adds the
+130 interrupted, 141 stdout closed by its reader. An error is one line, ``patchspec: file:line:col: what is wrong``; ``--debug`` adds the
 traceback of an internal error.
 """
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -197,11 +198,32 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``| head -0``): end quietly with SIGPIPE's status, as ``git`` does,
+    and point stdout at /dev/null so that the interpreter's last flush does not complain."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return Exit.PIPE
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         _locate_specs(args)
         outcome = VERBS[args.verb](args)
+    except BrokenPipeError:
+        raise
     except PatchspecError as exc:
         return _fail(args, exc.exit_code, str(exc), exc.to_json())
     except KeyboardInterrupt:
@@ -216,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for line in outcome.lines:
             print(line)
+    sys.stdout.flush()
     return outcome.exit
 
 

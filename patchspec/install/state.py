@@ -170,6 +170,22 @@ def load(root: Root) -> State:
     return State.from_json(data, where)
 
 
+def writer_active(root: Root) -> bool:
+    """Whether another process holds the root's lock (an apply or unapply under way), found without taking
+    the lock for writing and without creating the lock file (a read-only verb writes nothing)."""
+    try:
+        handle = open(root.path / LOCK_FILE, "rb")
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            return exc.errno in (errno.EAGAIN, errno.EACCES)
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
+
+
 @contextlib.contextmanager
 def locked(root: Root, timeout: float):
     """One writer per root at a time; another waits up to ``timeout`` seconds, then fails clearly."""
