@@ -22,7 +22,7 @@ def add_statement(ctx: TargetContext, params: dict[str, str]):
     for index, stmt in enumerate(marked.body):
         if index == 0 and not isinstance(first, ast.Assign | ast.AnnAssign):
             # after a definition: two blank lines at module level, one in a class, as a formatter puts them
-            blank = (cst.EmptyLine(),) * (2 if not ctx.fragment.header else 1)
+            blank = (cst.EmptyLine(indent=False),) * (2 if not ctx.fragment.header else 1)
             stmt = stmt.with_changes(leading_lines=(*blank, *stmt.leading_lines))
         edits.append(NodeEdit(AFTER_TARGET, ctx.fragment.node, stmt, ctx.owner))
     return first.lineno, edits
