@@ -17,7 +17,7 @@ from pathlib import Path
 import libcst
 
 from patchspec import ops
-from patchspec.cache import git_tag_root, pypi_root
+from patchspec.releases.cache import git_tag_root, pypi_root
 from patchspec.difftext import unified
 
 REPO = Path(__file__).resolve().parent.parent

@@ -24,7 +24,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from patchspec.cache import pypi_root
+from patchspec.releases.cache import pypi_root
 
 OLD, NEW = "2.25.1", "2.32.3"
 ANCHOR = "adapter = self.get_adapter(url=request.url)"

@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from patchspec import cache, drift_report  # noqa: E402
+from patchspec.releases import cache, drift_report  # noqa: E402
 
 
 def release_root(work: Path) -> Path:

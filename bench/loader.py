@@ -23,7 +23,7 @@ from loader_run import KINDS  # noqa: E402
 from vllm_checkpoint import write  # noqa: E402
 from vllm_runs import release_roots, result, start_stages  # noqa: E402
 
-from patchspec.cache import pypi_root  # noqa: E402
+from patchspec.releases.cache import pypi_root  # noqa: E402
 
 SHARDS = 4
 # Kinds that read without safetensors' safe_open: no tensor-level count, pages only.

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from patchspec import ops
-from patchspec.cache import pypi_root
+from patchspec.releases.cache import pypi_root
 
 DEFAULT_SPEC = Path(__file__).resolve().parent / "specs" / "pipeline-parallel.yaml"
 

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import yaml
 
-from patchspec import drift_report, installed
+from patchspec.install import installed
+from patchspec.releases import drift_report
 from patchspec.compiler.source import SourceError, SourceFile
 from patchspec.errors import PatchspecError
 from patchspec.model import package_of
-from patchspec.root import Root
+from patchspec.install.root import Root
 
 
 @dataclass(frozen=True)

@@ -60,8 +60,8 @@ class ObsoleteWhen:
 class Spec:
     name: str
     summary: str
-    snippet_package: str
-    alias: str
+    snippet_package: str | None   # None: no snippets (a spec of rewrites only)
+    alias: str | None
     targets: tuple[Target, ...]
     obsolete_when: tuple[ObsoleteWhen, ...]
     path: str

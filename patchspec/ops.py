@@ -12,10 +12,12 @@ from pathlib import Path
 
 from patchspec.compiler import bindings, encoding, plan as planner, snippet_api
 from patchspec.compiler.edits import Status
-from patchspec import installed, profiles, snippets, state as staterec, txn
+from patchspec import snippets
+from patchspec.install import installed, state as staterec, txn
+from patchspec.releases import profiles
 from patchspec.errors import Exit, Location, PatchspecError
 from patchspec.model import Spec, package_of
-from patchspec.root import Root
+from patchspec.install.root import Root
 from patchspec.spec import load_spec, load_spec_bytes
 
 
@@ -162,7 +164,8 @@ def binding_problems(prepared: Prepared) -> list[str]:
     uses = {rel: entries for rel, entries in snippets.read_package(snippet_api.declared_uses, spec).items()
             if package_of(rel) in present}
     parsed = bindings.tree_reader(prepared.read)
-    found = bindings.problems(uses, lambda rel: plan.sources[rel].tree if rel in plan.sources else parsed(rel))
+    found = bindings.problems(uses, lambda rel: plan.sources[rel].tree if rel in plan.sources else parsed(rel),
+                              bindings.spec_binds(spec))
     return found + [str(p) for p in plan.problems]
 
 
@@ -496,17 +499,18 @@ def check(spec_path: str, release: str, root_path: str, only: set[str] | None = 
     prepared = prepare(spec_path, release, root, only, state)
     rows = [dataclasses.replace(r, status=WOULD_APPLY) if r.ok else r for r in prepared.plan.resolved]
     bound = [{"type": "binding", "detail": f"binding: {p}"} for p in binding_problems(prepared)]
+    marker = prepared.spec.marker
+    touched = sorted({r.file for r in prepared.plan.resolved if r.status != Status.SKIPPED})
+    partial = [{"type": "partial", "file": rel, "detail": f"partial: {rel} carries {marker!r} but the state "
+                "record does not list it"} for rel in touched
+               if marker in encoding.decode(root.read_bytes(rel) or b"")]
     if prepared.plan.errors:  # the bindings are said too: a release may lack both an anchor and a name
-        return CheckResult(Exit.BROKEN, rows, notes + bound)
+        return CheckResult(Exit.BROKEN, rows, notes + bound + partial)
     try:
         planner.emit(prepared.plan, [prepared.spec])
     except planner.ConflictError as exc:
-        return CheckResult(Exit.BROKEN, rows, notes + [{"type": "conflict", "detail": str(exc)}])
-    problems = bound + [{"type": "binding", "detail": f"binding: {p}"} for p in prepared.plan.problems]
-    marker = prepared.spec.marker
-    problems += [{"type": "partial", "file": rel, "detail": f"partial: {rel} carries {marker!r} but the state "
-                  "record does not list it"} for rel in prepared.plan.files
-                 if marker in encoding.decode(root.read_bytes(rel) or b"")]
+        return CheckResult(Exit.BROKEN, rows, notes + [{"type": "conflict", "detail": str(exc)}] + partial)
+    problems = bound + [{"type": "binding", "detail": f"binding: {p}"} for p in prepared.plan.problems] + partial
     return CheckResult(Exit.BROKEN if problems else Exit.PENDING, rows, notes + problems)
 
 

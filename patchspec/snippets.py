@@ -33,6 +33,8 @@ def package_dir(spec: Spec) -> Path:
 
 def read_package(read, spec: Spec):
     """``snippet_api.exports`` or ``declared_uses`` of the spec's package; a broken package is a user error."""
+    if spec.snippet_package is None:
+        return {}
     try:
         return read(package_dir(spec))
     except snippet_api.SnippetError as exc:
@@ -44,6 +46,9 @@ def validate(spec: Spec) -> None:
     """The alias is a Python name, every hook a transform names is exported by the snippet package, its
     arguments bind, and its signature fits its use (a decorator takes the one function; a method's first
     parameter the instance)."""
+    if spec.snippet_package is None:
+        _no_hooks(spec)
+        return
     if not spec.alias.isidentifier() or keyword.iskeyword(spec.alias):
         text = Path(spec.path).read_text(errors="replace").splitlines()
         line = next((i for i, t in enumerate(text, 1) if "alias" in t), None)
@@ -77,8 +82,22 @@ def validate(spec: Spec) -> None:
                             f"{exported[name]}: {problem}", file=where.file, line=where.line, col=where.col)
 
 
+def _no_hooks(spec: Spec) -> None:
+    """A spec without ``snippets:`` names no hook."""
+    for target in spec.targets:
+        for t in target.transforms:
+            key = KINDS[t.kind].hook_key
+            if key in t.params:
+                where = t.at(key)
+                raise PatchspecError(f"{target.id} transform {t.index} ({t.kind}) names a hook, so the spec needs "
+                                     f"`snippets:` (package and alias)", file=where.file, line=where.line,
+                                     col=where.col)
+
+
 def install_files(spec: Spec) -> dict[str, bytes]:
     """Root-relative path → bytes of every file the spec's runtime needs in the patched root."""
+    if spec.snippet_package is None:
+        return {}
     base = package_dir(spec)
     files = {RUNTIME_INIT: RUNTIME_INIT_TEXT}
     for path in sorted(base.rglob("*.py")):

@@ -120,11 +120,12 @@ def build_spec(data, file: str, sha256: str) -> Spec:
         cond_loc = loc(data["obsolete_when"], index)
         _check_pattern(cond["contains"], "statement_or_expression", loc(cond, "contains"))
         obsolete.append(ObsoleteWhen(cond["file"], cond["function"], cond["contains"], cond_loc))
-    return Spec(name=data["name"], summary=data["summary"], snippet_package=data["snippets"]["package"],
-                alias=data["snippets"]["alias"], targets=tuple(targets),
+    snips = data.get("snippets") or {}   # none: a spec whose transforms call no hooks (rewrites)
+    return Spec(name=data["name"], summary=data["summary"], snippet_package=snips.get("package"),
+                alias=snips.get("alias"), targets=tuple(targets),
                 obsolete_when=tuple(obsolete), path=file, sha256=sha256,
-                snippet_dir=data["snippets"].get("path"), order=data.get("order", 0),
-                snippets_loc=loc(data, "snippets"))
+                snippet_dir=snips.get("path"), order=data.get("order", 0),
+                snippets_loc=loc(data, "snippets") if snips else None)
 
 
 def check_transform_syntax(transform: Transform) -> None:

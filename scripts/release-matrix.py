@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from patchspec import cache, profiles  # noqa: E402
+from patchspec.releases import cache, profiles  # noqa: E402
 from patchspec.errors import PatchspecError  # noqa: E402
 from patchspec.spec import SHIPPED, load_spec  # noqa: E402
 

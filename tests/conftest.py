@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from patchspec.cache import git_tag_root, pypi_root
+from patchspec.releases.cache import git_tag_root, pypi_root
 
 REPO = Path(__file__).resolve().parent.parent
 GAUDI_ENV = "PATCHSPEC_VLLM_GAUDI"

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import ops, state as staterec, txn
+from patchspec import ops
+from patchspec.install import state as staterec, txn
 from patchspec.cli import main
 from patchspec.errors import PatchspecError
-from patchspec.root import Root
+from patchspec.install.root import Root
 
 FIXTURES = Path(__file__).parent / "fixtures" / "demo_spec"
 DEMO = str(FIXTURES / "demo.yaml")

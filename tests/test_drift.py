@@ -16,7 +16,7 @@ import pytest
 
 from patchspec.compiler import drift
 from patchspec.compiler.fingerprint import Change
-from patchspec import drift_report
+from patchspec.releases import drift_report
 from patchspec.cli import main
 from patchspec.model import Loc, ObsoleteWhen
 from patchspec.spec import load_spec

@@ -15,7 +15,7 @@ import pytest
 
 from patchspec.compiler import drift
 from patchspec.compiler.fingerprint import Change
-from patchspec import drift_report
+from patchspec.releases import drift_report
 from test_drift import ALL, PROBE, by_key, small_root
 
 SCHEDULER = "vllm/v1/core/sched/scheduler.py"

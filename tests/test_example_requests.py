@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from patchspec import ops
-from patchspec.cache import pypi_root
+from patchspec.releases.cache import pypi_root
 from patchspec.spec import SHIPPED
 from tests.test_apply import tree
 

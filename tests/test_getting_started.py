@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import installed
-from patchspec.cache import cache_dir, pypi_root
+from patchspec.install import installed
+from patchspec.releases.cache import cache_dir, pypi_root
 from patchspec.cli import main
 from tests.test_apply import DEMO, FIXTURES, tree
 

@@ -8,7 +8,9 @@ import subprocess
 
 import pytest
 
-from patchspec import cache, installed, ops
+from patchspec import ops
+from patchspec.install import installed
+from patchspec.releases import cache
 from patchspec.cli import main
 from tests.state.toy import RELEASES, tree, write_spec
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import ops, profiles
-from patchspec.drift_report import BROKEN_COMMENT
+from patchspec import ops
+from patchspec.releases import profiles
+from patchspec.releases.drift_report import BROKEN_COMMENT
 from patchspec.spec import load_spec
 from tests.releases import DEFAULT_VLLM
 from tests.test_apply import tree

@@ -513,14 +513,19 @@ BRANCHES = """
 
 
 def test_seen_7_a_target_in_one_branch_is_found(lab):
+    """Its try branch binds the name too (issue 20: the fallback may not be what runs): chosen by branch."""
     lab.source(BRANCHES)
-    lab.apply(lab.spec("""
+    targets = """
       - id: loads
         file: pkg/mod.py
         function: loads
+        %s
         transforms:
           - wrap: {with: logged}
-    """))
+    """
+    assert "try (line 14: `from fastjson import loads`), except ImportError (line 16: def loads)" in refusal(
+        lab.spec(targets % ""), lab)
+    lab.apply(lab.spec(targets % "branch: except ImportError"))
     assert lab.run("from pkg.mod import loads; from _patchspec_runtime.snips import CALLS; "
                    "print(loads('t'), CALLS)") == "t ['loads']"
 

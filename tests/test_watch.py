@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import profiles, snippets
+from patchspec import snippets
+from patchspec.releases import profiles
 from patchspec.compiler import snippet_api
-from patchspec.cache import pypi_root
+from patchspec.releases.cache import pypi_root
 from patchspec.spec import SHIPPED, load_spec
 
 REPO = Path(__file__).resolve().parent.parent

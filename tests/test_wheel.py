@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from patchspec.cache import cache_dir, pypi_root
+from patchspec.releases.cache import cache_dir, pypi_root
 from tests.test_apply import tree
 
 REPO = Path(__file__).resolve().parent.parent

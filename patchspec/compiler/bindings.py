@@ -5,8 +5,8 @@
 - ``Class.method(a, b, k=None)``: the method exists in the class or a base class defined in the same file,
   and a call with that many positional arguments and those keywords binds to its parameters;
 - ``Class(a)``: the class exists and its ``__init__`` takes those arguments;
-- ``Class.attribute``: the class (or a same-file base) has it: a method, a class-level name, or
-  ``self.attribute`` assigned in one of its methods;
+- ``Class.attribute``: the class (or a same-file base) has it: a method, a class-level name,
+  ``self.attribute`` assigned in one of its methods, or ``Class.attribute = ...`` at module level;
 - ``function(a, b)``: a module-level function that takes them, or a name the module imports (its
   signature is then another package's and is not checked here);
 - ``name``: anything bound at module level.
@@ -19,15 +19,31 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from patchspec.compiler import scope
 from patchspec.compiler.snippet_api import signature
+from patchspec.compiler.transforms import KINDS
 
 
-def problems(uses: dict[str, list[str]], tree_of: Callable[[str], ast.Module | None]) -> list[str]:
+def spec_binds(spec) -> dict[str, set[str]]:
+    """What the spec's own transforms bind, by file: module-level names (``name``) and class members
+    (``Class.name``), the ``Binds`` of each kind; a snippet may use them (``USES``) like the file's own."""
+    out: dict[str, set[str]] = {}
+    for target in spec.targets:
+        for transform in target.transforms:
+            binds = KINDS[transform.kind].binds(transform.params)
+            out.setdefault(target.file, set()).update(
+                binds.module | {f"{target.function}.{name}" for name in binds.member})
+    return out
+
+
+def problems(uses: dict[str, list[str]], tree_of: Callable[[str], ast.Module | None],
+             added: dict[str, set[str]] | None = None) -> list[str]:
     """Every entry of ``uses`` that the sources do not honour; ``tree_of(rel)`` gives a file's ``ast``
-    (None for a missing file), so that a caller that parsed the file already does not parse it again."""
+    (None for a missing file), so that a caller that parsed the file already does not parse it again;
+    ``added`` is what the spec binds itself (``spec_binds``)."""
     found = []
     for rel, entries in uses.items():
-        checked = check(entries, tree_of(rel))
+        checked = check(entries, tree_of(rel), (added or {}).get(rel, set()))
         if checked is None:
             found.append(f"{rel}: missing")
             continue
@@ -35,12 +51,20 @@ def problems(uses: dict[str, list[str]], tree_of: Callable[[str], ast.Module | N
     return found
 
 
-def check(entries: list[str], tree: ast.Module | None) -> list[tuple[str, str | None]] | None:
-    """Each entry with what the module lacks for it (None: it holds); None for a missing file."""
+def check(entries: list[str], tree: ast.Module | None,
+          added: set[str] = frozenset()) -> list[tuple[str, str | None]] | None:
+    """Each entry with what the module lacks for it (None: it holds); None for a missing file. A name
+    in ``added`` (the spec binds it: ``spec_binds``) holds."""
     if tree is None:
         return None
     module = _Module(tree)
-    return [(entry, module.problem(entry)) for entry in entries]
+    return [(entry, None if _named(entry) in added else module.problem(entry)) for entry in entries]
+
+
+def _named(entry: str) -> str:
+    """``Class.attr`` or ``name`` of an entry, its call left out."""
+    expr = ast.parse(entry, mode="eval").body
+    return ast.unparse(expr.func if isinstance(expr, ast.Call) else expr)
 
 
 def is_mismatch(problem: str) -> bool:
@@ -62,16 +86,20 @@ def tree_reader(read: Callable[[str], str | None]) -> Callable[[str], ast.Module
 class _Module:
 
     def __init__(self, tree: ast.Module):
+        """The module's bindings as ``compiler.scope`` reads them: its top level (its ``if``/``try``
+        blocks too), the last binding of a name winning; and each class's module-level ``Class.attr``."""
+        self.tree = tree
         self.defs: dict[str, ast.AST] = {}
         self.imported: set[str] = set()
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                self.defs[node.name] = node
-            elif isinstance(node, ast.Import | ast.ImportFrom):
-                self.imported |= {(a.asname or a.name).split(".")[0] for a in node.names}
-            elif isinstance(node, ast.Assign | ast.AnnAssign):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                self.defs.update({n.id: node for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)})
+        for node in _top_level(tree.body):
+            names = scope.statement_binds(node)
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                self.imported |= names
+                for name in names:
+                    self.defs.pop(name, None)
+            else:
+                self.defs.update(dict.fromkeys(names, node))
+                self.imported -= names
 
     def problem(self, entry: str) -> str | None:
         expr = ast.parse(entry, mode="eval").body
@@ -122,6 +150,10 @@ class _Module:
                 if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and node.attr == name
                         and isinstance(node.value, ast.Name) and node.value.id == "self"):
                     return node
+            if klass in self.tree.body:
+                for attr, stmt in scope.attribute_assignments(self.tree, klass.name):
+                    if attr == name:
+                        return stmt
         return None
 
     def _mro(self, cls: ast.ClassDef) -> list[ast.ClassDef]:
@@ -130,6 +162,13 @@ class _Module:
             if isinstance(base, ast.Name) and isinstance(self.defs.get(base.id), ast.ClassDef):
                 order += [c for c in self._mro(self.defs[base.id]) if c not in order]
         return order
+
+
+def _top_level(body: list[ast.stmt]):
+    for stmt in body:
+        yield stmt
+        for _key, _text, block in scope.blocks(stmt):
+            yield from _top_level(block)
 
 
 def _binding(func: ast.FunctionDef, call: ast.Call, method: bool) -> str | None:

@@ -158,7 +158,8 @@ def _target_rows(spec: Spec, target: Target, plan: Plan, base: Plan | None,
         reference = fingerprint.statements(base_def.node) if base_def else None
         candidates = find_candidates(spec, target, plan.sources[target.file], reference)
     return [DriftRow(**{f.name: getattr(r, f.name) for f in dataclasses.fields(Resolved) if f.name != "edits"},
-                     drift=_classify(r, current, expected), fingerprint=current, expected=expected,
+                     drift=(drift := _classify(r, current, expected)), fingerprint=current, expected=expected,
+                     under=_by_fingerprint(current, expected) if drift == OBSOLETE else None,
                      baseline_line=base_lines.get(r.index), changes=changes,
                      candidates=candidates if r.status == Status.TARGET_MISSING else [])
             for r in rows]
@@ -178,10 +179,16 @@ def _classify(row: Resolved, current: str | None, expected: str | None) -> str:
     if row.status == Status.SKIPPED:
         return NOT_CHECKED
     if row.ok:
-        if expected is None:
-            return UNRECORDED
-        return UNCHANGED if current == expected else CHANGED
+        if KINDS[row.kind].rewrites and not row.edits:
+            return OBSOLETE   # what the rewrite would write is there already: upstream has the change
+        return _by_fingerprint(current, expected)
     return FROM_STATUS.get(row.status, str(row.status))
+
+
+def _by_fingerprint(current: str | None, expected: str | None) -> str:
+    if expected is None:
+        return UNRECORDED
+    return UNCHANGED if current == expected else CHANGED
 
 
 def find_candidates(spec: Spec, target: Target, source: SourceFile,

@@ -6,6 +6,7 @@ a line of the file (module imports, class members), where no parse is needed at 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import libcst as cst
@@ -22,15 +23,46 @@ class Status(enum.StrEnum):
     AMBIGUOUS = "ambiguous"              # the anchor matches several times
     TARGET_MISSING = "target-missing"
     TARGET_AMBIGUOUS = "target-ambiguous"  # defined in several branches, no ``branch`` chosen
+    NOT_LIVE = "not-live"                # the definition is not the live binding of its name (rebound)
+    UNBOUND = "unbound-name"             # inserted code reads a name not bound where it lands
     NOT_APPLICABLE = "not-applicable"
     UNPARSABLE = "unparsable"
 
 
+class Place(enum.Enum):
+    """Where an edit's new nodes go relative to the node it names."""
+
+    NODE = "node"          # ``Action.apply`` turns the node into another node (an argument added, a value set)
+    BEFORE = "before"      # statements before the node, in its block
+    AFTER = "after"        # statements after the node, in its block
+    INSTEAD = "instead"    # statements in the node's place (none: removed, a marker comment line stays)
+    ABSORB = "absorb"      # the node moves into the ``INSTEAD`` statement of the run's first node (a guard)
+
+
+def _unchanged(node: cst.CSTNode, news: list) -> cst.CSTNode:
+    return node
+
+
+@dataclass(frozen=True, eq=False)
+class Action:
+    """What one kind's edit does, for every layer that reads edits: emit applies it, lint reads the code it
+    inserts, the conflict check knows what it rewrites or sets. A kind module declares its actions."""
+
+    name: str
+    place: Place
+    apply: Callable[[cst.CSTNode, list], cst.CSTNode] = _unchanged   # NODE: (updated node, every new) -> node
+    lint: Callable[[cst.CSTNode], cst.CSTNode | None] = lambda new: new  # the code lint reads (None: none)
+    sees_anchor: bool = False   # the inserted code runs after the anchor: names the anchor binds are bound
+    rewrites: bool = False      # it replaces or removes upstream code: no other edit may touch that code
+    anchors: bool = True        # its node is what the spec matched (a marker or a guarded statement is not)
+    stage: int = 0              # NODE actions on one node apply in this order
+
+
 @dataclass(frozen=True)
 class NodeEdit:
-    action: str            # before | after | body_head | decorate | argument | member
+    action: Action         # what the edit does (declared by its kind's module)
     node: cst.CSTNode      # the node of the fragment it applies to (by identity)
-    new: cst.CSTNode       # the statement, decorator or argument to add
+    new: cst.CSTNode       # the statement, decorator, argument or value to add
     owner: str             # the spec that asked for it
 
 
@@ -62,6 +94,15 @@ def marked(code: str, marker: str) -> cst.BaseStatement:
     if isinstance(body, cst.SimpleStatementSuite):
         return stmt.with_changes(body=body.with_changes(trailing_whitespace=trailing), leading_lines=())
     raise ResolveError(Status.NOT_APPLICABLE, f"code {code!r} must be one line", [])
+
+
+def with_marker(trailing: cst.TrailingWhitespace, marker: str) -> cst.TrailingWhitespace:
+    """A line's trailing whitespace with the marker as (or after) its comment."""
+    if trailing.comment is not None:
+        if marker in trailing.comment.value:
+            return trailing
+        return trailing.with_changes(comment=cst.Comment(f"{trailing.comment.value}  {marker}"))
+    return trailing.with_changes(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(marker))
 
 
 def marked_line(code: str, marker: str, indent: str, newline: str) -> str:

@@ -5,62 +5,76 @@ from collections import defaultdict
 
 import libcst as cst
 
-from patchspec.compiler.edits import LineEdit, NodeEdit
+from patchspec.compiler.edits import Action, LineEdit, NodeEdit, Place, with_marker
+from patchspec.compiler.rewrite import fill_run, holds_run
 from patchspec.compiler.source import Fragment, SourceFile
 
 
 class _ApplyNodeEdits(cst.CSTTransformer):
+    """Every edit where its action says: a ``NODE`` action on its node (in stage order, each action with all
+    its specs' new nodes in stacking order), the statement actions in the node's block."""
+
     def __init__(self, edits: list[NodeEdit]) -> None:
         super().__init__()
-        self.by_node: dict[int, dict[str, list[cst.CSTNode]]] = defaultdict(lambda: defaultdict(list))
+        self.by_node: dict[int, dict[Action, list[cst.CSTNode]]] = defaultdict(lambda: defaultdict(list))
         for edit in edits:
             self.by_node[id(edit.node)][edit.action].append(edit.new)
 
     def on_leave(self, original, updated):
         edits = self.by_node.get(id(original))
         if edits:
-            if edits.get("decorate"):
-                # stacking order: the first spec's decorator is innermost, it wraps the original
-                updated = updated.with_changes(decorators=(*updated.decorators, *reversed(edits["decorate"])))
-            if edits.get("argument"):
-                updated = updated.with_changes(args=_append_args(updated.args, edits["argument"]))
-            if edits.get("body_head"):
-                body = updated.body
-                updated = updated.with_changes(body=body.with_changes(body=(*edits["body_head"], *body.body)))
-            if edits.get("member"):
-                body = updated.body
-                updated = updated.with_changes(body=body.with_changes(body=(*body.body, *edits["member"])))
-        if isinstance(updated, cst.IndentedBlock):
-            updated = updated.with_changes(body=self._splice(original.body, updated.body))
+            for action in sorted((a for a in edits if a.place is Place.NODE), key=lambda a: a.stage):
+                updated = action.apply(updated, edits[action])
+        if isinstance(updated, cst.IndentedBlock | cst.Module):
+            updated = updated.with_changes(**self._splice(original, updated))
         return updated
 
-    def _splice(self, originals, updated) -> tuple[cst.BaseStatement, ...]:
+    def _news(self, node, place: Place) -> list[cst.CSTNode]:
+        return [new for action, news in self.by_node.get(id(node), {}).items() if action.place is place
+                for new in news]
+
+    def _splice(self, original, updated) -> dict:
+        """The block's statements with the statement actions done: inserted before and after, replaced,
+        removed (its marker comment line kept in its place), or gathered into a guard."""
         out: list[cst.BaseStatement] = []
-        for orig, new in zip(originals, updated):
-            edits = self.by_node.get(id(orig), {})
-            before = list(edits.get("before", ()))
-            if before:  # the anchor's comments and blank lines now lead the inserted statement
-                before[0] = before[0].with_changes(leading_lines=new.leading_lines)
-                new = new.with_changes(leading_lines=())
-            out += before
-            out.append(new)
-            out += edits.get("after", ())
-        return tuple(out)
-
-
-def _append_args(args, new_args) -> tuple[cst.Arg, ...]:
-    """Append keyword arguments in the call's own layout: each new one takes the separator before it."""
-    args = list(args)
-    for new in new_args:
-        if not args:
-            args.append(new)
-            continue
-        last = args[-1]
-        separator = args[-2].comma if len(args) > 1 and args[-2].comma is not cst.MaybeSentinel.DEFAULT \
-            else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        args[-1] = last.with_changes(comma=separator)
-        args.append(new.with_changes(comma=last.comma))
-    return tuple(args)
+        carried: list[cst.EmptyLine] = []           # a removed statement's lines, for the next statement
+        guard: tuple[cst.BaseCompoundStatement, list] | None = None   # the guard and its run so far
+        for orig, new in zip(original.body, updated.body):
+            before, after = self._news(orig, Place.BEFORE), self._news(orig, Place.AFTER)
+            instead = self._news(orig, Place.INSTEAD)
+            lead = new.leading_lines
+            group = [*before, new, *after]
+            if guard is not None and self._news(orig, Place.ABSORB):
+                guard[1].extend(group)
+                continue
+            if guard is not None:
+                out.append(fill_run(*guard))
+                guard = None
+            statements = [n for n in instead if not isinstance(n, cst.EmptyLine)]
+            if statements and holds_run(statements[0]):
+                guard = (statements[0], group)
+                continue
+            if instead:
+                group = [*before, *statements, *after]
+                if not statements:
+                    carried += [*lead, *instead]
+                    continue
+            if group:
+                group = [group[0].with_changes(leading_lines=(*carried, *lead)),
+                         *[s.with_changes(leading_lines=()) if s is new else s for s in group[1:]]]
+                carried = []
+                out += group
+        if guard is not None:
+            out.append(fill_run(*guard))
+        changes: dict = {"body": tuple(out)}
+        if carried:
+            if not out and isinstance(updated, cst.IndentedBlock):   # its only statement removed: a marked pass
+                changes["body"] = (cst.SimpleStatementLine(
+                    body=[cst.Pass()], leading_lines=tuple(carried[:-1]),
+                    trailing_whitespace=with_marker(cst.TrailingWhitespace(), carried[-1].comment.value)),)
+            else:
+                changes["footer"] = (*carried, *updated.footer)
+        return changes
 
 
 def render_fragment(fragment: Fragment, edits: list[NodeEdit]) -> str:

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from patchspec.compiler import scope
 from patchspec.compiler.edits import LineEdit, NodeEdit
 from patchspec.compiler.source import SourceFile, split_lines
 from patchspec.model import Loc
 
 BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__package__",
                                        "__loader__", "__builtins__", "__path__"}
-SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
 @dataclass(frozen=True)
@@ -39,52 +39,12 @@ class Problem:
         return f"{self.file}: {self.text}"
 
 
-def _module_names(source: SourceFile) -> frozenset[str] | None:
-    """Names the module binds at its top level (inside ``if``/``try``/``with`` blocks too); None when a
-    star import makes that unknowable."""
-    names: set[str] = set()
-    for node in _walk_scope(source.tree.body):
-        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
-            return None
-        names |= _bound_by(node)
-    return frozenset(names)
-
-
-def _walk_scope(body: list[ast.stmt]):
-    """Every node of one scope: nested functions and classes are yielded, their insides are not."""
-    stack = list(reversed(body))
-    while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, SCOPES):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
-
-
-def _bound_by(node: ast.AST) -> set[str]:
-    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
-        return {node.id}
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return {node.name}
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        return {(a.asname or a.name).split(".")[0] for a in node.names}
-    if isinstance(node, ast.ExceptHandler) and node.name:
-        return {node.name}
-    if isinstance(node, ast.Global | ast.Nonlocal):
-        return set(node.names)
-    if isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
-        return {node.name}
-    if isinstance(node, ast.arg):
-        return {node.arg}
-    return set()
-
-
 def _free_names(tree: ast.AST) -> list[ast.Name]:
     """Names a fragment reads that it does not bind itself (lambda parameters, comprehension targets,
     walrus targets and loop variables of the fragment count as bound)."""
     bound = {a.arg for n in ast.walk(tree) if isinstance(n, ast.Lambda) for a in ast.walk(n.args)
              if isinstance(a, ast.arg)}
-    bound |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound |= {name for n in ast.walk(tree) for name in scope.bound_by(n)}   # an ``except E as err`` too
     return [n for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
             and n.id not in bound]
 
@@ -92,9 +52,11 @@ def _free_names(tree: ast.AST) -> list[ast.Name]:
 def check_aliases(source: SourceFile, specs: list, locs: dict[str, Loc | None]) -> list[Problem]:
     """Each spec's alias is new to the file, and no two specs use one alias for different packages."""
     found = []
-    names = _module_names(source) or frozenset()
+    names = scope.module_names(source.tree) or frozenset()
     by_alias: dict[str, object] = {}
     for spec in specs:
+        if spec.alias is None:   # no snippets: nothing imported
+            continue
         if spec.alias in names:
             found.append(Problem(spec.name, f"the snippet alias {spec.alias} would shadow {spec.alias}, which "
                                  f"{source.path} binds at module level; choose another alias", locs[spec.name],
@@ -126,58 +88,84 @@ def _code_of(row) -> str:
     return text.split("#")[0].strip()
 
 
-def fragment_problems(source: SourceFile, definitions: dict, rows: list, alias: dict[str, str]) -> list[Problem]:
-    """Names, yields and alias shadowing of every inserted fragment of one file's rows."""
-    module = _module_names(source) if any(r.edits for r in rows) else frozenset()
+def unbound_problems(rows: list[tuple], definitions: dict, sources: dict[str, SourceFile], alias: str) -> list[tuple]:
+    """``(row, what is wrong)`` for the resolved rows of ONE spec whose inserted code would fail where it
+    lands: a name bound neither there nor by the spec itself (see ``Binds``: its own ``add_import``, a
+    statement it inserts earlier in the same function, a member it adds), a ``yield`` that would turn a
+    plain function into a generator, an alias shadowed by a local. Run at resolve time, so that every
+    verb (check, compile, apply, drift, profile new) gives this one verdict."""
+    ok = [r for r, _binds in rows if r.ok and r.edits]
+    binds = {id(r): b for r, b in rows}
+    module_cache: dict[str, frozenset[str] | None] = {}
     found = []
-    for row in rows:
+    for row in ok:
         definition = definitions.get((row.file, row.function))
         if definition is None:
             continue
+        if row.file not in module_cache:
+            names = scope.module_names(sources[row.file].tree)
+            own = {n for r in ok if r.file == row.file for n in binds[id(r)].module}
+            module_cache[row.file] = None if names is None else names | own
+        earlier = [(r, binds[id(r)]) for r in ok if r is not row and r.file == row.file]
+        own: set[str] = set()   # names the row's own earlier statements bind (a replacement's lines)
         for edit in row.edits:
             fragment = _fragment_ast(edit)
             if fragment is None:
                 continue
-            found += _check_fragment(row, definition.node, fragment, edit, module, alias[row.spec])
+            found += [(row, text) for text in _check_fragment(row, definition, fragment, edit,
+                                                               module_cache[row.file], alias, earlier, own)]
+            own |= {n for node in ast.walk(fragment) for n in scope.bound_by(node)}
     return found
 
 
 def _fragment_ast(edit) -> ast.AST | None:
     if isinstance(edit, LineEdit):
         return ast.parse(edit.text.strip())
-    if edit.action == "decorate":
+    node = edit.action.lint(edit.new)   # the code the kind's action inserts (None: nothing to read)
+    if node is None:
         return None
-    node = edit.new.value if edit.action == "argument" else edit.new
-    return ast.parse(cst.Module(body=[]).code_for_node(node).strip())
+    text = cst.Module(body=[]).code_for_node(node).strip()
+    return ast.parse(f"({text})" if isinstance(node, cst.BaseExpression) else text)   # may span lines
 
 
-def _check_fragment(row, target: ast.AST, fragment: ast.AST, edit, module, alias: str) -> list[Problem]:
-    def problem(text: str) -> Problem:
-        return Problem(row.spec, text, row.spec_loc, row.file, row.line)
+def _position(row, edit) -> tuple[int, int]:
+    """Where an insertion runs, in the order of the target's lines: before its anchor, at the head of the
+    loop's body, or after the anchor."""
+    action = edit.action.name if isinstance(edit, NodeEdit) else "after"
+    return row.line or 0, {"before": 0, "body_head": 1}.get(action, 2)
 
-    if isinstance(fragment.body[0], ast.Import | ast.ImportFrom):
+
+def _check_fragment(row, definition, fragment: ast.AST, edit, module, alias: str | None, earlier: list,
+                    own: set[str]) -> list[str]:
+    if fragment.body and isinstance(fragment.body[0], ast.Import | ast.ImportFrom):
         return []
-    known = set(BUILTINS) | {alias}
+    target = definition.node
+    known = set(BUILTINS) | own | ({alias} if alias else set())
     found = []
-    if isinstance(target, ast.ClassDef):
-        known |= {n for stmt in target.body for node in _walk_scope([stmt]) for n in _bound_by(node)}
+    if not isinstance(target, scope.SCOPES):   # a module- or class-level assignment (set): module names
+        pass
+    elif isinstance(target, ast.ClassDef):
+        known |= scope.class_names(target, definition.source.tree)
+        known |= {n for r, b in earlier if r.function == row.function for n in b.member}
     else:
-        local = _locals_before(target, row.line, after=isinstance(edit, NodeEdit) and edit.action in
-                               ("after", "body_head"))
-        if alias in _all_locals(target):
-            found.append(problem(f"the snippet alias {alias} is also a local name of {row.function}, which "
-                                 f"would shadow it there; choose another alias"))
+        local = _locals_before(target, row.line, after=isinstance(edit, NodeEdit) and edit.action.sees_anchor)
+        if alias and alias in _all_locals(target):
+            found.append(f"the snippet alias {alias} is also a local name of {row.function}, which "
+                         f"would shadow it there; choose another alias")
         known |= local
+        here = _position(row, edit)
+        known |= {n for r, b in earlier if r.function == row.function
+                  for other in r.edits if _position(r, other) < here for n in b.here}
         if any(isinstance(n, ast.Yield | ast.YieldFrom) for n in ast.walk(fragment)) and not _is_generator(target):
-            found.append(problem(f"inserted code yields, which would turn {row.function} into a generator"))
+            found.append(f"inserted code yields, which would turn {row.function} into a generator")
     for name in _free_names(fragment):
         if name.id in known or (module is None or name.id in module):
             continue
         candidates = sorted(known | (module or set()))
         close = difflib.get_close_matches(name.id, candidates, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
-        found.append(problem(f"inserted code reads a name not bound before it: {row.function}:{row.line}: "
-                             f"{name.id}{hint}"))
+        found.append(f"inserted code reads a name not bound before it: {row.function}:{row.line}: "
+                     f"{name.id}{hint}")
     return found
 
 
@@ -186,12 +174,12 @@ def _locals_before(func: ast.AST, line: int, after: bool) -> set[str]:
     anchor or at the head of a loop's body), nested functions' included: an anchor may sit in one."""
     params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}  # a one-line body shares their line
     return params | {name for node in ast.walk(func) if (at := getattr(node, "lineno", None)) is not None
-                     and (at < line or (after and at <= line)) for name in _bound_by(node)}
+                     and (at < line or (after and at <= line)) for name in scope.bound_by(node)}
 
 
 def _all_locals(func: ast.AST) -> set[str]:
-    return {name for node in ast.walk(func) if node is not func for name in _bound_by(node)}
+    return {name for node in ast.walk(func) if node is not func for name in scope.bound_by(node)}
 
 
 def _is_generator(func: ast.AST) -> bool:
-    return any(isinstance(n, ast.Yield | ast.YieldFrom) for n in _walk_scope(func.body))
+    return any(isinstance(n, ast.Yield | ast.YieldFrom) for n in scope.walk_scope(func.body))

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 import textwrap
+from collections import defaultdict
 from collections.abc import Iterator
 
 import libcst as cst
@@ -37,11 +39,34 @@ OPERATOR_TYPES = (cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseU
 NUMBER_TYPES = (cst.Integer, cst.Float, cst.Imaginary)
 STRING_TYPES = (cst.SimpleString, cst.ConcatenatedString)
 NO_VALUE = object()
+ONE, RUN = "__ps_one_", "__ps_run_"   # metavariable placeholders (see ``compiler.rewrite``)
 
 
 def fstring_prefix(start: str) -> str:
     """An f-string's prefix as its meaning: ``F"``, ``Rf'`` and ``fr'''`` read ``f``, ``fr``, ``fr``."""
     return "".join(sorted(start.lower().rstrip("'\"")))
+
+
+_TOKEN = re.compile(r"""("(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*')|\$\$\$([A-Z_][A-Z0-9_]*)|\$([A-Z_][A-Z0-9_]*)""")
+
+
+def placeholders(text: str) -> str:
+    """``text`` with every metavariable as a placeholder name (Python that libcst parses)."""
+    seen: dict[str, int] = defaultdict(int)
+
+    def one(match: re.Match) -> str:
+        if match.group(1):
+            return match.group(1)
+        run, name = (True, match.group(2)) if match.group(2) else (False, match.group(3))
+        number = seen[name]
+        seen[name] += 1
+        return f"{RUN if run else ONE}{name}__{number}"
+
+    return _TOKEN.sub(one, textwrap.dedent(text))
+
+
+def names_in(text: str) -> set[str]:
+    return {m_.group(2) or m_.group(3) for m_ in _TOKEN.finditer(textwrap.dedent(text)) if not m_.group(1)}
 
 
 def literal_value(node: cst.CSTNode) -> object:
@@ -62,6 +87,8 @@ def literal_value(node: cst.CSTNode) -> object:
 def parse(text: str, form: str) -> cst.CSTNode:
     """Parse a pattern or code string; ``form`` is statement, expression, code or statement_or_expression."""
     source = textwrap.dedent(text).strip("\n")
+    if form in ("rewrite", "statements", "replacement"):
+        return _parse_rewrite(placeholders(source), form)
     try:
         if form == "expression":
             return cst.parse_expression(source)
@@ -77,6 +104,26 @@ def parse(text: str, form: str) -> cst.CSTNode:
     if form == "code" and "\n" in source:
         raise PatternError(f"code must be one line: {source!r}")
     return node
+
+
+def _parse_rewrite(source: str, form: str) -> cst.CSTNode:
+    """A rewrite pattern (an expression or one statement), a run of statements (a module), or a replacement
+    (an expression, else statements as a module); metavariables already placeholders."""
+    try:
+        if form != "statements":
+            try:
+                return cst.parse_expression(source)
+            except cst.ParserSyntaxError:
+                pass
+        if form == "rewrite":
+            return _one_statement(source)
+        module = cst.parse_module(source + "\n")
+    except cst.ParserSyntaxError as exc:
+        first = str(exc).splitlines()[0]
+        raise PatternError(f"not valid Python ({form}): {first}: {source!r}") from None
+    if not module.body:
+        raise PatternError(f"expected statements, found none: {source!r}")
+    return module
 
 
 def _one_statement(source: str) -> cst.BaseStatement:
@@ -110,8 +157,34 @@ def is_wildcard(node: object) -> bool:
     return False
 
 
+def metavariable(node: object) -> tuple[str, str] | None:
+    """("one" | "run", capture key) for a placeholder: a name, or a statement or argument holding one."""
+    if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Expr):
+        node = node.body[0].value
+    elif isinstance(node, cst.Expr | cst.Arg | cst.Element) and not getattr(node, "keyword", None) \
+            and not getattr(node, "star", ""):
+        node = node.value
+    if isinstance(node, cst.Name):
+        for prefix, form in ((ONE, "one"), (RUN, "run")):
+            if node.value.startswith(prefix):
+                return form, node.value[len(prefix):]
+    return None
+
+
+def matcher_of(node: object):
+    """The capturing matcher of a placeholder (``None`` when ``node`` is none)."""
+    found = metavariable(node)
+    if found is None:
+        return None
+    form, key = found
+    return m.SaveMatchedNode(m.ZeroOrMore() if form == "run" else m.DoNotCare(), key)
+
+
 def to_matcher(node: cst.CSTNode):
     """The libcst matcher that a pattern node stands for."""
+    captured = matcher_of(node)
+    if captured is not None:
+        return captured
     if isinstance(node, cst.Ellipsis):
         return m.DoNotCare()
     want = literal_value(node)
@@ -153,7 +226,7 @@ def _value_matcher(value: object):
             return _block_matcher(value)
         return to_matcher(value)
     if isinstance(value, tuple | list):
-        return [m.ZeroOrMore() if is_wildcard(item) else to_matcher(item) for item in value]
+        return [_item_matcher(item) for item in value]
     return value  # str, bool, None: equal
 
 
@@ -163,11 +236,16 @@ def _block_matcher(block: cst.BaseSuite):
         lines = [cst.SimpleStatementLine(body=[s]) for s in block.body]
     else:
         lines = list(block.body)
-    indented = m.IndentedBlock(body=[m.ZeroOrMore() if is_wildcard(s) else to_matcher(s) for s in lines])
+    indented = m.IndentedBlock(body=[_item_matcher(s) for s in lines])
     if not all(is_wildcard(s) or (isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1) for s in lines):
         return indented
-    one_line = [m.ZeroOrMore() if is_wildcard(s) else to_matcher(s.body[0]) for s in lines]
+    one_line = [_item_matcher(s) if is_wildcard(s) or metavariable(s) else to_matcher(s.body[0]) for s in lines]
     return indented | m.SimpleStatementSuite(body=one_line)
+
+
+def _item_matcher(item):
+    """One item of a sequence: ``...`` any run, a metavariable its capture, else the item's matcher."""
+    return m.ZeroOrMore() if is_wildcard(item) else to_matcher(item)
 
 
 def compile_pattern(text: str, form: str):

@@ -15,8 +15,8 @@ import libcst as cst
 from patchspec.compiler import lint
 from patchspec.compiler.edits import LineEdit, NodeEdit, ResolveError, Status, marked_line
 from patchspec.compiler.emit import render_fragment, splice
-from patchspec.compiler.source import SourceError, SourceFile, TargetAmbiguous
-from patchspec.compiler.transforms import CLASS_KINDS, KINDS
+from patchspec.compiler.source import SourceError, SourceFile, TargetAmbiguous, TargetNotLive
+from patchspec.compiler.transforms import KINDS
 from patchspec.compiler.transforms.context import Definition, TargetContext
 from patchspec.model import Loc, Spec, Target
 
@@ -71,9 +71,21 @@ def resolve(specs: Iterable[Spec], read: Callable[[str], str | None],
     """``sources`` seeds the files already read and parsed, so that resolving again costs no re-parse."""
     plan = Plan([], dict(sources or {}), {})
     for spec in specs:
+        rows = []
         for target in spec.targets:
-            plan.resolved += _resolve_target(plan, spec, target, read, has_package, only)
+            rows += _resolve_target(plan, spec, target, read, has_package, only)
+        _refuse_unbound(plan, spec, rows)
+        plan.resolved += rows
     return plan
+
+
+def _refuse_unbound(plan: Plan, spec: Spec, rows: list[Resolved]) -> None:
+    """Rows whose inserted code would fail where it lands become ``unbound-name`` (see ``lint``)."""
+    params = {(t.id, x.index): x.params for t in spec.targets for x in t.transforms}
+    paired = [(r, KINDS[r.kind].binds(params[(r.target, r.index)])) for r in rows]
+    for row, text in lint.unbound_problems(paired, plan.definitions, plan.sources, spec.alias):
+        if row.ok:
+            row.status, row.detail, row.lines = Status.UNBOUND, text, [row.line] if row.line else []
 
 
 def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, only) -> list[Resolved]:
@@ -95,9 +107,12 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, o
             return each(Status.TARGET_MISSING, f"file {target.file} does not exist")
         source = plan.sources[target.file] = SourceFile(target.file, text)
     try:
-        located = source.locate(target.function, target.branch)
+        located = source.locate(target.function, target.branch,
+                                assignments=any(KINDS[t.kind].any_definition for t in target.transforms))
     except TargetAmbiguous as exc:
         return each(Status.TARGET_AMBIGUOUS, str(exc), exc.lines)
+    except TargetNotLive as exc:
+        return each(Status.NOT_LIVE, str(exc), exc.lines)
     except SourceError as exc:
         return each(Status.UNPARSABLE, str(exc))
     if located is None:
@@ -154,6 +169,7 @@ def emit(plan: Plan, specs: Iterable[Spec]) -> dict[str, str]:
     order = {id(r): n for n, r in enumerate(plan.resolved)}
     ranked = sorted((r for r in plan.resolved if r.ok), key=lambda r: (by_name[r.spec].rank, order[id(r)]))
     _check_conflicts(ranked)
+    _check_rewrites(ranked, plan.definitions)
     out: dict[str, str] = {}
     plan.problems = []
     for path in plan.files:
@@ -161,9 +177,10 @@ def emit(plan: Plan, specs: Iterable[Spec]) -> dict[str, str]:
         rows = [r for r in ranked if r.file == path]
         owners = [by_name[name] for name in dict.fromkeys(r.spec for r in rows if r.edits)]
         plan.problems += lint.check_aliases(source, owners, {s.name: _first_loc(rows, s.name) for s in owners})
-        plan.problems += lint.fragment_problems(source, plan.definitions, rows, {s.name: s.alias for s in owners})
         line_edits: list[LineEdit] = []
         for spec in owners:
+            if spec.snippet_package is None:
+                continue
             text = f"from {RUNTIME_PACKAGE} import {spec.snippet_package} as {spec.alias}"
             line_edits.append(LineEdit(source.import_line(), marked_line(text, spec.marker, "", source.newline),
                                        spec.name))
@@ -214,14 +231,40 @@ def _check_conflicts(rows: list[Resolved]) -> None:
 
 def _slot(r: Resolved, edit) -> tuple[tuple | None, str]:
     """What one edit sets that another spec's edit could set differently, and the value it sets."""
-    if isinstance(edit, NodeEdit) and edit.action == "argument":
-        return (r.file, id(edit.node), f"{edit.new.keyword.value}="), _code(edit.new.value)
-    if r.kind in CLASS_KINDS:
-        text = edit.text if isinstance(edit, LineEdit) else _code(edit.new)
-        name, _, value = text.split("#")[0].strip().partition("=")
-        return (r.file, r.function, f"{r.function}.{name.strip()}"), value.strip()
-    return None, ""
+    slot = KINDS[r.kind].slot
+    return slot(r, edit) if slot is not None else (None, "")
 
 
-def _code(node) -> str:
-    return cst.Module(body=[]).code_for_node(node).strip()
+def _check_rewrites(rows: list[Resolved], definitions: dict) -> None:
+    """A rewrite (replace, remove, set) must leave every other spec's edit where it was matched: refused
+    when another spec's edit is on the rewritten code, inside it, or on a statement or call holding it (its
+    anchor would change); the target definition itself (a wrap, a class member) does not count."""
+    placed = [(r, e) for r in rows for e in r.edits if isinstance(e, NodeEdit) and e.action.anchors]
+    for r, edit in placed:
+        if not edit.action.rewrites:
+            continue
+        definition = definitions[(r.file, r.function)]
+        inside = _subtree(edit.node)
+        around = {id(n) for n in definition.ancestors(edit.node)} - {id(definition.fragment.node)}
+        for other, theirs in placed:
+            if other.spec == r.spec or id(theirs.node) == id(definition.fragment.node):
+                continue
+            if (other.file, other.function) != (r.file, r.function):
+                continue
+            if id(theirs.node) in inside or id(theirs.node) in around:
+                raise ConflictError(
+                    f"spec {r.spec} ({r.target}#{r.index}, {r.kind}) would change what spec {other.spec} "
+                    f"({other.target}#{other.index}, {other.kind}) is anchored on at line {other.line}: they "
+                    f"cannot both apply", r.file, r.line, [loc for loc in (other.spec_loc, r.spec_loc) if loc])
+
+
+def _subtree(node: cst.CSTNode) -> set[int]:
+    found: set[int] = set()
+
+    class Collect(cst.CSTVisitor):
+        def on_visit(self, child: cst.CSTNode) -> bool:
+            found.add(id(child))
+            return True
+
+    node.visit(Collect())
+    return found

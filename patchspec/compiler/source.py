@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-DefNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+from patchspec.compiler import scope
+from patchspec.compiler.scope import DefNode
+
 # The line model of Python's tokenizer (and so of ast and libcst): only CR, LF and CRLF end a line. A form
 # feed or U+2028 is not a line break, though ``str.splitlines`` takes it for one.
 _COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*[-\w.]+")
@@ -28,6 +30,15 @@ def split_lines(text: str) -> list[str]:
 
 class SourceError(ValueError):
     """A source file that cannot be read as Python, or a definition that is not where it should be."""
+
+
+class TargetNotLive(SourceError):
+    """A definition that is not the live binding of its name: a later statement, a ``global`` rebinding or
+    a module-level ``Class.attr = ...`` replaces it, so a patch of it would not run."""
+
+    def __init__(self, message: str, lines: list[int]) -> None:
+        super().__init__(message)
+        self.lines = lines
 
 
 class TargetAmbiguous(SourceError):
@@ -44,6 +55,13 @@ class Located:
 
     node: DefNode
     note: str = ""
+
+
+def is_assignment(node: ast.stmt, name: str) -> bool:
+    """``name = ...`` or ``name: T = ...``: one target, the plain name (what ``set`` may target)."""
+    if isinstance(node, ast.Assign):
+        return len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name
+    return isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name
 
 
 @dataclass
@@ -72,55 +90,133 @@ class SourceFile:
         located = self.locate(qualname, branch)
         return located.node if located else None
 
-    def locate(self, qualname: str, branch: str | None = None) -> Located | None:
-        """The definition of ``Outer.inner`` that is live at run time: ``@overload`` stubs are skipped, a
-        later definition at the same level (or an enclosing one) replaces an earlier one, and definitions
-        inside ``if``/``try`` blocks are found. When several branches define the name, ``branch`` picks
-        one (``if <test>``, ``else``, ``try``, ``except <type>``, ``finally``: its innermost block);
-        without it that is a ``TargetAmbiguous``."""
-        scope: list[ast.stmt] = self.tree.body
+    def locate(self, qualname: str, branch: str | None = None, assignments: bool = False) -> Located | None:
+        """The definition of ``Outer.inner`` that is live at run time (see ``compiler.scope``): each name is
+        live at its last binding of any kind, so a definition that a later statement, a function's
+        ``global`` rebinding or a module-level ``Class.attr = ...`` replaces is ``TargetNotLive``;
+        ``@overload`` stubs are skipped; a property is named ``Class.prop`` (its getter) and
+        ``Class.prop.setter`` / ``.deleter``. When several branches (``if <test>``, ``else``, ``try``,
+        ``except <type>``, ``finally``: the innermost block) bind the name, ``branch`` picks one; without it
+        that is ``TargetAmbiguous``, a fallback definition included (the other branch may be the one that
+        runs). With ``assignments``, a name whose live binding is a plain assignment (``NAME = ...``,
+        ``Class.NAME = ...`` in the class body) names that assignment (the ``set`` kind edits it)."""
+        scope_body: list[ast.stmt] = self.tree.body
         notes: list[str] = []
         found: DefNode | None = None
-        for part in qualname.split("."):
-            candidates = list(_candidates(scope, part, ()))
-            defined = [c for c in candidates if c[0] is not None]
-            stubs = len(candidates) - len(defined)
-            live = [(n, path) for n, path in defined
-                    if not any(o.lineno > n.lineno and _encloses(opath, path) for o, opath in defined)]
-            replaced = len(defined) - len(live)
-            if branch is not None and len(live) > 1:
-                live = [(n, path) for n, path in live
-                        if (path[-1][1] if path else ("top level", "")) == branch_key(branch)]
-            if not live:
-                if candidates and branch is not None:
-                    raise TargetAmbiguous(f"{part} has no definition in a branch {branch!r}",
-                                          [n.lineno for n, _ in candidates if n is not None])
+        parts = qualname.split(".")
+        index = 0
+        while index < len(parts):
+            part = parts[index]
+            chosen = self._live(scope_body, part, branch, notes, assignments and index == len(parts) - 1)
+            if chosen is None:
                 return None
-            if len(live) > 1:
-                listed = ", ".join(f"{_label(path)} (line {n.lineno})" for n, path in live)
-                raise TargetAmbiguous(f"{part} is defined in several branches: {listed}; choose one with "
-                                      f"`branch:`", [n.lineno for n, _ in live])
-            found = live[0][0]
-            if stubs:
-                notes.append(f"{stubs} @overload stub{'s' if stubs > 1 else ''} of {part} skipped")
-            if replaced:
-                notes.append(f"{part} is defined {replaced + 1} times; the last at its level (line "
-                             f"{found.lineno}) is live")
-            if live[0][1]:
-                notes.append(f"{part} in branch {_label(live[0][1])}")
-            scope = found.body
+            found, accessors = chosen
+            if index + 1 < len(parts) and parts[index + 1] in scope.ACCESSORS and accessors is not None:
+                wanted = parts[index + 1]
+                if wanted not in accessors:
+                    return None
+                found = accessors[wanted]
+                notes.append(f"the {wanted} of property {part} (line {found.lineno})")
+                index += 1
+            elif accessors:
+                named = ", ".join(f"{part}.{kind} its {kind}" for kind in sorted(accessors))
+                notes.append(f"{part} is a property: this is its getter (line {found.lineno}); {named}")
+            scope_body = getattr(found, "body", [])
+            index += 1
+        if found is not None:
+            self._refuse_rebound(parts, found)
         return Located(found, "; ".join(notes)) if found else None
+
+    def _live(self, body: list[ast.stmt], part: str, branch: str | None, notes: list[str],
+              assignment: bool = False):
+        """The live definition of ``part`` in one level and, for a property, its accessors by kind."""
+        every = scope.level_bindings(body, part)
+        stubs = [b for b in every if scope.is_overload(b.node)]
+        accessor = [b for b in every if scope.accessor_of(b.node, part)]
+        wrapping = [b for b in every if not b.is_def and scope.keeps(b.node, part)]
+        bindings = [b for b in every if b not in stubs and b not in accessor and b not in wrapping]
+        live = [b for b in bindings if not any(o.line > b.line and scope.encloses(o.path, b.path) for o in bindings)]
+        replaced = [b for b in bindings if b not in live]
+        if branch is not None and len(live) > 1:
+            live = [b for b in live if (b.path[-1][1] if b.path else ("top level", "")) == scope.branch_key(branch)]
+            if not live:
+                raise TargetAmbiguous(f"{part} has no definition in a branch {branch!r}",
+                                      [b.line for b in bindings])
+        if not live:
+            return None
+        if len(live) > 1:
+            others = [b for b in live if not b.is_def]
+            if not others:
+                listed = ", ".join(f"{scope.label(b.path)} (line {b.line})" for b in live)
+                raise TargetAmbiguous(f"{part} is defined in several branches: {listed}; choose one with "
+                                      f"`branch:`", [b.line for b in live])
+            listed = ", ".join(f"{scope.label(b.path)} (line {b.line}: {b.describe()})" for b in live)
+            raise TargetAmbiguous(f"{part} is bound in several branches: {listed}; which one is live depends "
+                                  f"on which branch runs, and {others[0].describe()} is no definition to patch; "
+                                  f"choose one with `branch:`", [b.line for b in live])
+        chosen = live[0]
+        if assignment and is_assignment(chosen.node, part):
+            return chosen.node, None
+        if not chosen.is_def:
+            defs = [b for b in replaced if b.is_def]
+            where = f" after its definition at line {defs[-1].line}" if defs else ""
+            raise TargetNotLive(f"{part} is bound by {chosen.describe()} at line {chosen.line}{where}: that "
+                                f"binding is live, not a definition patchspec can patch", [chosen.line])
+        node = chosen.node
+        if stubs:
+            notes.append(f"{len(stubs)} @overload stub{'s' if len(stubs) > 1 else ''} of {part} skipped")
+        if replaced:
+            notes.append(f"{part} is defined {len(replaced) + 1} times; the last at its level (line "
+                         f"{node.lineno}) is live")
+        if chosen.path:
+            notes.append(f"{part} in branch {scope.label(chosen.path)}")
+        for b in wrapping:
+            if b.line > node.lineno and scope.encloses(chosen.path, b.path):
+                notes.append(f"{part} is rebound at line {b.line} by {b.describe()}, which wraps it")
+        props = [b for b in accessor if b.line > node.lineno and scope.encloses(chosen.path, b.path)]
+        if not scope.is_property(node):
+            if props:
+                raise TargetNotLive(f"{part} is rebound by the @{part}.{scope.accessor_of(props[-1].node, part)} "
+                                    f"function at line {props[-1].line}, and {part} (line {node.lineno}) is no "
+                                    f"property", [props[-1].line])
+            return node, None
+        kinds: dict[str, DefNode] = {}
+        for b in props:
+            kinds[scope.accessor_of(b.node, part)] = b.node
+        getter = kinds.pop("getter", node)
+        return getter, kinds
+
+    def _refuse_rebound(self, parts: list[str], found: DefNode) -> None:
+        """A definition replaced after the module's statements ran: by a function's ``global`` rebinding
+        of a module-level name, or by a module-level ``Class.attr = ...`` of a class's member."""
+        if len(parts) == 1:
+            later = scope.global_rebindings(self.tree, parts[0])
+        elif len(parts) == 2:
+            later = [r for r in scope.attribute_rebindings(self.tree, parts[0], parts[1]) if r.node.lineno > found.lineno]
+        else:
+            return
+        replacing = [r for r in later if not r.keeps]
+        if replacing:
+            first = replacing[0]
+            name = ".".join(parts)
+            raise TargetNotLive(f"{name} is rebound at {first.describe()}: once that runs, {name} is another "
+                                f"object and a patch of this definition (line {found.lineno}) stops running; "
+                                f"patch what it binds instead", [first.node.lineno])
 
     def definitions(self) -> list[tuple[str, DefNode]]:
         """Every function and class reachable by a qualified name (inside ``if``/``try`` blocks too),
-        with that name; ``@overload`` stubs left out."""
+        with that name: a property's ``@name.setter`` as ``Class.name.setter``; ``@overload`` stubs left
+        out."""
         out: list[tuple[str, DefNode]] = []
 
         def walk(body: list[ast.stmt], prefix: str) -> None:
             for node in _defs(body):
-                if not _is_overload(node):
-                    out.append((prefix + node.name, node))
-                    walk(node.body, prefix + node.name + ".")
+                if scope.is_overload(node):
+                    continue
+                accessor = scope.accessor_of(node, node.name)
+                name = prefix + node.name + (f".{accessor}" if accessor else "")
+                out.append((name, node))
+                walk(node.body, name + ".")
 
         walk(self.tree.body, "")
         return out
@@ -149,65 +245,12 @@ class SourceFile:
         return first[: len(first) - len(first.lstrip())]
 
 
-# The blocks a definition is nested in: (id of the if/try statement, key of the block, its label).
-Path = tuple[tuple[int, tuple[str, str], str], ...]
-
-
-def _blocks(stmt: ast.stmt) -> list[tuple[tuple[str, str], str, list[ast.stmt]]]:
-    """The blocks of a module- or class-level ``if``/``try``: key (see ``branch_key``), label, body."""
-    if isinstance(stmt, ast.If):
-        return [(("if", ast.dump(stmt.test)), f"if {ast.unparse(stmt.test)}", stmt.body),
-                (("else", ""), "else", stmt.orelse)]
-    if isinstance(stmt, ast.Try | ast.TryStar):
-        handlers = [(("except", ast.dump(h.type) if h.type else ""),
-                     f"except {ast.unparse(h.type)}" if h.type else "except", h.body) for h in stmt.handlers]
-        return [(("try", ""), "try", stmt.body), *handlers, (("else", ""), "else", stmt.orelse),
-                (("finally", ""), "finally", stmt.finalbody)]
-    return []
-
-
-def branch_key(text: str) -> tuple[str, str]:
-    """``if TYPE_CHECKING`` → ("if", dump of the test): compared as trees, so layout does not matter."""
-    if text.strip() == "top level":
-        return "top level", ""
-    word, _, rest = text.strip().rstrip(":").partition(" ")
-    word = "if" if word == "elif" else word
-    try:
-        return word, ast.dump(ast.parse(rest.strip(), mode="eval").body) if rest.strip() else ""
-    except SyntaxError:
-        return word, rest.strip()
-
-
-def _label(path: Path) -> str:
-    return path[-1][2] if path else "top level"
-
-
-def _encloses(outer: Path, inner: Path) -> bool:
-    """Whether a definition on ``outer`` runs whenever one on ``inner`` does (``outer`` is a prefix)."""
-    return inner[:len(outer)] == outer
-
-
-def _candidates(body: list[ast.stmt], name: str, path: Path):
-    """(definition or None for an ``@overload`` stub, its branch path) of every definition of ``name``."""
-    for stmt in body:
-        if isinstance(stmt, DefNode) and stmt.name == name:
-            yield (None if _is_overload(stmt) else stmt), path
-        for key, label, block in _blocks(stmt):
-            yield from _candidates(block, name, path + ((id(stmt), key, label),))
-
-
 def _defs(body: list[ast.stmt]):
     for stmt in body:
         if isinstance(stmt, DefNode):
             yield stmt
-        for _key, _label_text, block in _blocks(stmt):
+        for _key, _text, block in scope.blocks(stmt):
             yield from _defs(block)
-
-
-def _is_overload(node: DefNode) -> bool:
-    """``@overload`` / ``@typing.overload``: a stub for type checkers that the next definition replaces."""
-    return any((isinstance(d, ast.Name) and d.id == "overload")
-               or (isinstance(d, ast.Attribute) and d.attr == "overload") for d in node.decorator_list)
 
 
 def block_of(suite: cst.SimpleStatementSuite) -> cst.IndentedBlock:
@@ -221,7 +264,7 @@ def block_of(suite: cst.SimpleStatementSuite) -> cst.IndentedBlock:
 
 def span(node: DefNode) -> tuple[int, int]:
     """First and last line (1-based, inclusive) of a definition, decorators included."""
-    start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
     return start, node.end_lineno
 
 

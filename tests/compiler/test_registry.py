@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from patchspec.compiler.edits import Status
-from patchspec.compiler.transforms import CLASS_KINDS, CODE_KEYS, KINDS, PATTERN_KEYS, transform_schema
+from patchspec.compiler.transforms import CLASS_KINDS, CODE_KEYS, KINDS, PATTERN_KEYS, docs_table, transform_schema
 from patchspec.spec import schema, schema_text
 
 
@@ -17,8 +17,9 @@ def test_the_shipped_schema_file_is_the_registry_s():
 
 
 def test_keys_and_kinds_derived_from_the_descriptors():
-    assert PATTERN_KEYS == {"anchor": "statement", "loop": "statement", "call": "expression"}
-    assert CODE_KEYS == {"code": "code", "import": "code", "value": "expression"}
+    assert PATTERN_KEYS == {"anchor": "statement", "loop": "statement", "call": "expression",
+                            "pattern": "rewrite", "statement": "rewrite", "statements": "statements"}
+    assert CODE_KEYS == {"code": "code", "import": "code", "value": "expression", "by": "replacement"}
     assert CLASS_KINDS == {"add_method", "add_attribute"}
     assert {k.name: k.hook_key for k in KINDS.values() if k.hook} == {"wrap": "with", "add_method": "with"}
 
@@ -28,8 +29,10 @@ def test_statuses_are_an_enum_that_reads_as_its_value():
     assert f"{Status.AMBIGUOUS}" == "ambiguous" and Status("missing") is Status.MISSING
 
 
-def test_the_docs_table_lists_every_kind_with_its_keys():
+def test_the_docs_table_is_generated_from_the_descriptors():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "spec-language.md").read_text()
-    for name, kind in KINDS.items():
-        row = f"| `{name}` | {', '.join(f'`{key}`' for key in kind.keys)} |"
-        assert row in doc, row
+    table = doc.split("<!-- kinds:", 1)[1].split("-->", 1)[1].split("<!-- /kinds -->", 1)[0]
+    assert table.strip() == docs_table().strip(), "regenerate the table: python -c 'from patchspec.compiler" \
+        ".transforms import docs_table; print(docs_table())'"
+    for kind in KINDS.values():
+        assert kind.docs_row in table and kind.summary in kind.docs_row

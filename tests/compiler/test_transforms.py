@@ -121,14 +121,14 @@ CASES = [
         def f(self):
             out = self.model.forward(a=1,
                                      b=2,
-                                     **kw)
+                                     *rest)
             return out
         """,
         """
         {IMPORT}def f(self):
             out = self.model.forward(a=1,
                                      b=2,
-                                     **kw,
+                                     *rest,
                                      extra=_s.extra(self))
             return out
         """, id="add_argument-multiline-layout"),

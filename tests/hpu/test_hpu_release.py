@@ -14,7 +14,7 @@ from conftest import FIXTURE, SPEC
 from patchspec.compiler import bindings, plan as planner
 from patchspec import ops
 from patchspec.errors import Exit, PatchspecError
-from patchspec.root import Root
+from patchspec.install.root import Root
 from patchspec.runtime_snippets.pipeline_parallel import graphs, handshake, runner, worker
 
 RUNNER = "vllm_gaudi/v1/worker/hpu_model_runner.py"

@@ -44,6 +44,6 @@ def test_only_the_marked_section_is_replaced():
 def test_a_wheel_pin_names_its_release(pin, version):
     from packaging.specifiers import SpecifierSet
 
-    from patchspec.profiles import Pin
+    from patchspec.releases.profiles import Pin
 
     assert script().wheel_version(Pin(SpecifierSet(pin), ())) == version

@@ -1,7 +1,7 @@
 """The fault tier: a kill (SIGKILL) and a Ctrl-C (SIGINT) at every write point of apply and of unapply,
 in a child process, then each writing verb. After every one the root is pristine or fully patched, and
 unapply brings it back byte for byte. The points are numbered by the writer's fault hook, so each is
-reached deterministically (see ``patchspec.txn``)."""
+reached deterministically (see ``patchspec.install.txn``)."""
 from __future__ import annotations
 
 import shutil
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import ops, txn
+from patchspec import ops
+from patchspec.install import txn
 from patchspec.errors import PatchspecError
 from tests.state.toy import in_child, points, tree
 

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import ops, state as staterec, txn
+from patchspec import ops
+from patchspec.install import state as staterec, txn
 from patchspec.errors import PatchspecError
-from patchspec.root import Root
+from patchspec.install.root import Root
 from patchspec.compiler.snippet_api import declared_uses
 from patchspec.snippets import package_dir
 from patchspec.spec import load_spec

@@ -10,10 +10,11 @@ import subprocess
 
 import pytest
 
-from patchspec import ops, state as staterec, txn
+from patchspec import ops
+from patchspec.install import state as staterec, txn
 from patchspec.cli import main
 from patchspec.errors import PatchspecError
-from patchspec.root import Root
+from patchspec.install.root import Root
 from tests.state.toy import in_child, pip_install, pip_uninstall, points, tree
 
 

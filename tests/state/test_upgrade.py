@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import drift_report, ops, state as staterec
+from patchspec import ops
+from patchspec.install import state as staterec
+from patchspec.releases import drift_report
 from patchspec.cli import main
-from patchspec.root import Root
+from patchspec.install.root import Root
 from tests.state.toy import tree
 from tests.test_apply import DEMO
 

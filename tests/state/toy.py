@@ -11,7 +11,7 @@ import signal
 import stat
 from pathlib import Path
 
-from patchspec import txn
+from patchspec.install import txn
 from patchspec.cli import main
 
 SNIPS = Path(__file__).resolve().parents[1] / "fixtures" / "demo_spec" / "snips"

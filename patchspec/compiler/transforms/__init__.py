@@ -1,14 +1,37 @@
-"""The transform registry: one module per kind, each exporting a ``Kind`` descriptor (see ``kind``)."""
-from patchspec.compiler.transforms.add_argument import ADD_ARGUMENT
-from patchspec.compiler.transforms.add_import import ADD_IMPORT
-from patchspec.compiler.transforms.class_member import ADD_ATTRIBUTE, ADD_METHOD
-from patchspec.compiler.transforms.insert import INSERT_AFTER, INSERT_BEFORE
-from patchspec.compiler.transforms.kind import Kind
-from patchspec.compiler.transforms.loop_guard import LOOP_GUARD
-from patchspec.compiler.transforms.wrap import WRAP
+"""The transform registry: every ``Kind`` descriptor declared by a module of this package (see ``kind``).
 
-KINDS: dict[str, Kind] = {k.name: k for k in (INSERT_BEFORE, INSERT_AFTER, WRAP, ADD_ARGUMENT, LOOP_GUARD,
-                                             ADD_METHOD, ADD_ATTRIBUTE, ADD_IMPORT)}
+Kinds are discovered, not listed: a new module with a ``Kind`` at its top level is a new kind. Their order
+(the schema's enum, the docs table) is by each kind's ``rank``, then by name.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from patchspec.compiler.transforms.kind import Kind
+
+NOT_KINDS = frozenset({"kind", "context"})
+
+
+def discover(package: str = __name__, path=None) -> dict[str, Kind]:
+    found: dict[str, Kind] = {}
+    for info in sorted(pkgutil.iter_modules(path or __path__), key=lambda i: i.name):
+        if info.name in NOT_KINDS:
+            continue
+        module = importlib.import_module(f"{package}.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, Kind) and value.name not in found and getattr(module, "__name__", "") \
+                    == f"{package}.{info.name}" and _declared_in(value, module):
+                found[value.name] = value
+    return dict(sorted(found.items(), key=lambda item: (item[1].rank, item[0])))
+
+
+def _declared_in(kind: Kind, module) -> bool:
+    """A kind belongs to the module whose resolve function it runs (an imported Kind is not redeclared)."""
+    return getattr(kind.resolve, "__module__", module.__name__) == module.__name__
+
+
+KINDS: dict[str, Kind] = discover()
 CLASS_KINDS = frozenset(name for name, k in KINDS.items() if k.on_class)
 PATTERN_KEYS = {key: form for k in KINDS.values() for key, form in k.pattern_keys.items()}
 CODE_KEYS = {key: form for k in KINDS.values() for key, form in k.code_keys.items()}
@@ -19,3 +42,9 @@ def transform_schema() -> dict:
     return {"type": "object", "minProperties": 1, "maxProperties": 1,
             "propertyNames": {"enum": list(KINDS)},
             "properties": {name: k.schema for name, k in KINDS.items()}}
+
+
+def docs_table() -> str:
+    """The docs table of every kind, from the descriptors' rows."""
+    return "\n".join(["| kind | keys | what it does |", "| --- | --- | --- |",
+                      *(k.docs_row for k in KINDS.values())]) + "\n"

@@ -4,9 +4,36 @@ from __future__ import annotations
 import libcst as cst
 
 from patchspec.compiler import pattern
-from patchspec.compiler.edits import NodeEdit, ResolveError, Status
+from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
 from patchspec.compiler.transforms.context import TargetContext
 from patchspec.compiler.transforms.kind import Key, Kind
+
+
+def _append_args(call, new_args: list):
+    """Append keyword arguments in the call's own layout: each new one takes the separator before it."""
+    args = list(call.args)
+    for new in new_args:
+        if not args:
+            args.append(new)
+            continue
+        last = args[-1]
+        separator = args[-2].comma if len(args) > 1 and args[-2].comma is not cst.MaybeSentinel.DEFAULT \
+            else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        args[-1] = last.with_changes(comma=separator)
+        args.append(new.with_changes(comma=last.comma))
+    return call.with_changes(args=tuple(args))
+
+
+def _code(node) -> str:
+    return cst.Module(body=[]).code_for_node(node).strip()
+
+
+def _slot(row, edit) -> tuple[tuple, str]:
+    """Two specs adding one keyword to one call must agree on its value."""
+    return (row.file, id(edit.node), f"{edit.new.keyword.value}="), _code(edit.new.value)
+
+
+ARGUMENT = Action("argument", Place.NODE, apply=_append_args, lint=lambda new: new.value, stage=1)
 
 
 def add_argument(ctx: TargetContext, params: dict[str, str]):
@@ -15,12 +42,20 @@ def add_argument(ctx: TargetContext, params: dict[str, str]):
     keyword = params["keyword"]
     if any(arg.keyword is not None and arg.keyword.value == keyword for arg in call.args):
         raise ResolveError(Status.NOT_APPLICABLE, f"the call already passes {keyword}=", [ctx.line_of(call)])
+    spread = next((arg for arg in call.args if arg.star == "**"), None)
+    if spread is not None:
+        mapping = cst.Module(body=[]).code_for_node(spread.value)
+        raise ResolveError(Status.NOT_APPLICABLE, f"the call also passes **{mapping}, which may hold {keyword}: "
+                           f"it would then arrive twice (TypeError at run time); set it in the mapping instead "
+                           f"(an insert before the call, e.g. `{mapping}.setdefault({keyword!r}, ...)`)",
+                           [ctx.line_of(call)])
     arg = cst.Arg(keyword=cst.Name(keyword), value=pattern.parse(params["value"], "expression"),
                   equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                         whitespace_after=cst.SimpleWhitespace("")))
-    return ctx.line_of(call), [NodeEdit("argument", call, arg, ctx.owner)]
+    return ctx.line_of(call), [NodeEdit(ARGUMENT, call, arg, ctx.owner)]
 
 
 ADD_ARGUMENT = Kind("add_argument", "adds `keyword=value` to the one call in the target that matches the "
                     "`call` pattern", {"call": Key.EXPRESSION_PATTERN, "keyword": Key.IDENTIFIER,
-                                       "value": Key.EXPRESSION}, add_argument)
+                                       "value": Key.EXPRESSION}, add_argument,
+                    actions=(ARGUMENT,), slot=_slot, rank=3)

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import ast
 
+from patchspec.compiler import scope
 from patchspec.compiler.edits import LineEdit, marked_line
 from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Key, Kind
+from patchspec.compiler.transforms.kind import Binds, Key, Kind
 
 
 def add_import(ctx: TargetContext, params: dict[str, str]):
@@ -21,4 +22,5 @@ def add_import(ctx: TargetContext, params: dict[str, str]):
 
 ADD_IMPORT = Kind("add_import", "a module-level import statement, added after the leading imports (any "
                   "target in the file); none when the file has that very import already",
-                  {"import": Key.CODE}, add_import, any_target=True)
+                  {"import": Key.CODE}, add_import, any_target=True,
+                  binds=lambda params: Binds(module=frozenset(scope.statement_binds(ast.parse(params["import"].strip()).body[0]))), rank=7)

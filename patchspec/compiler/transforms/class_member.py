@@ -8,21 +8,66 @@ from __future__ import annotations
 
 import ast
 
-from patchspec.compiler.edits import LineEdit, NodeEdit, marked, marked_line
+import libcst as cst
+
+from patchspec.compiler import scope
+from patchspec.compiler.edits import Action, LineEdit, NodeEdit, Place, ResolveError, Status, marked, marked_line
 from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Hook, Key, Kind
+from patchspec.compiler.transforms.kind import Binds, Hook, Key, Kind
+
+
+def _append(cls, news: list):
+    body = cls.body
+    return cls.with_changes(body=body.with_changes(body=(*body.body, *news)))
+
+
+MEMBER = Action("member", Place.NODE, apply=_append, stage=3)
+
+
+def _slot(row, edit) -> tuple[tuple, str]:
+    """Two specs adding one member to one class must agree on its value."""
+    text = edit.text if isinstance(edit, LineEdit) else cst.Module(body=[]).code_for_node(edit.new).strip()
+    name, _, value = text.split("#")[0].strip().partition("=")
+    return (row.file, row.function, f"{row.function}.{name.strip()}"), value.strip()
 
 
 def _member(kind: str, ctx: TargetContext, name: str, value: str, method: bool):
     ctx.require_class(kind)
     cls = ctx.definition.node
+    _refuse_existing(kind, ctx, cls, name, method)
     code = f"{name} = {value}"
     if ctx.fragment_is_one_line():
-        return cls.lineno, [NodeEdit("member", ctx.fragment.node, marked(code, ctx.marker), ctx.owner)]
+        return cls.lineno, [NodeEdit(MEMBER, ctx.fragment.node, marked(code, ctx.marker), ctx.owner)]
     line = marked_line(code, ctx.marker, ctx.source.body_indent(cls), ctx.source.newline)
     if method and _spaced_methods(ctx, cls):
         line = ctx.source.newline + line
     return cls.lineno, [LineEdit(cls.body[-1].end_lineno, line, ctx.owner)]
+
+
+REWRITE = "change an existing binding with the rewrite kinds `set` (a value) or `replace` (a definition)"
+
+
+def _refuse_existing(kind: str, ctx: TargetContext, cls: ast.ClassDef, name: str, method: bool) -> None:
+    """A member added at the end of the class body runs after everything the body already did: a name
+    the body read earlier keeps the old value there, and a name it binds already is silently replaced."""
+    captured = scope.class_reads_before(cls, name)
+    if captured is not None:
+        node, what = captured
+        raise ResolveError(Status.NOT_APPLICABLE, f"{cls.name}'s body reads {name} at line {node.lineno} "
+                           f"({what}) before an added {name} would run: that line keeps the old value; "
+                           f"change {name} where it is bound with the rewrite kind `set`", [node.lineno])
+    bound = [(b.line, b.describe()) for b in scope.level_bindings(cls.body, name)]
+    if cls in ctx.source.tree.body:
+        bound += [(stmt.lineno, f"`{scope.statement_text(stmt)}`")
+                  for attr, stmt in scope.attribute_assignments(ctx.source.tree, cls.name) if attr == name]
+    if method:
+        bound += [(n.lineno, f"`self.{name} = ...` in a method, which hides a method of that name")
+                  for n in ast.walk(cls) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+                  and n.attr == name and isinstance(n.value, ast.Name) and n.value.id == "self"]
+    if bound:
+        line, what = min(bound)
+        raise ResolveError(Status.NOT_APPLICABLE, f"{cls.name} already binds {name} at line {line} ({what}): "
+                           f"{kind} would silently replace it; {REWRITE}", [line])
 
 
 def _spaced_methods(ctx: TargetContext, cls: ast.ClassDef) -> bool:
@@ -42,6 +87,9 @@ def add_attribute(ctx: TargetContext, params: dict[str, str]):
 
 ADD_METHOD = Kind("add_method", "on a class target: `name = alias.<with>` at the end of the class body "
                   "(a blank line before it where the class's methods are separated by one)",
-                  {"name": Key.IDENTIFIER, "with": Key.HOOK}, add_method, on_class=True, hook=Hook.METHOD)
+                  {"name": Key.IDENTIFIER, "with": Key.HOOK}, add_method, on_class=True, hook=Hook.METHOD,
+                  binds=lambda params: Binds(member=frozenset({params["name"]})), actions=(MEMBER,), slot=_slot, rank=5)
 ADD_ATTRIBUTE = Kind("add_attribute", "on a class target: `name = value` at the end of the class body",
-                     {"name": Key.IDENTIFIER, "value": Key.EXPRESSION}, add_attribute, on_class=True)
+                     {"name": Key.IDENTIFIER, "value": Key.EXPRESSION}, add_attribute, on_class=True,
+                     binds=lambda params: Binds(member=frozenset({params["name"]})), actions=(MEMBER,), slot=_slot,
+                     rank=6)

@@ -30,15 +30,60 @@ class Definition:
     @functools.cached_property
     def _nodes(self) -> dict[type, list[cst.CSTNode]]:
         """Every node of the definition by type, in source order: one walk serves every pattern."""
+        return self._walk[0]
+
+    @functools.cached_property
+    def _walk(self) -> tuple[dict[type, list[cst.CSTNode]], dict[int, cst.CSTNode]]:
+        """One walk: the nodes by type, and each node's parent (by the child's id)."""
         nodes: dict[type, list[cst.CSTNode]] = {}
+        parents: dict[int, cst.CSTNode] = {}
+        stack: list[cst.CSTNode] = []
 
         class Collect(cst.CSTVisitor):
             def on_visit(self, node: cst.CSTNode) -> bool:
                 nodes.setdefault(type(node), []).append(node)
+                if stack:
+                    parents[id(node)] = stack[-1]
+                stack.append(node)
                 return True
 
+            def on_leave(self, original_node: cst.CSTNode) -> None:
+                stack.pop()
+
         self.fragment.node.visit(Collect())
-        return nodes
+        return nodes, parents
+
+    def ancestors(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """The nodes enclosing ``node``, innermost first, up to the definition itself."""
+        parents = self._walk[1]
+        out = []
+        while id(node) in parents:
+            node = parents[id(node)]
+            out.append(node)
+        return out
+
+    def statement_of(self, node: cst.CSTNode) -> cst.BaseStatement:
+        """The innermost statement holding ``node`` (itself, when it is one)."""
+        if isinstance(node, cst.BaseStatement):
+            return node
+        return next(n for n in self.ancestors(node) if isinstance(n, cst.BaseStatement))
+
+    def find_bound(self, matcher, types: tuple[type, ...] = ()) -> list[tuple[cst.CSTNode, dict]]:
+        """The nodes the matcher matches, each with what its metavariables captured (consistently)."""
+        from patchspec.compiler.rewrite import consistent
+
+        node_type = getattr(cst, type(matcher).__name__, cst.CSTNode)
+        out = []
+        for t, found in self._nodes.items():
+            if not issubclass(t, node_type):
+                continue
+            for n in found:
+                if types and not isinstance(n, types):
+                    continue
+                captured = m.extract(n, matcher)
+                if captured is not None and (bound := consistent(captured)) is not None:
+                    out.append((n, bound))
+        return out
 
     def find(self, matcher, types: tuple[type, ...] = ()) -> list[cst.CSTNode]:
         """The nodes the matcher matches; only nodes of the matcher's own type are tried."""
@@ -57,7 +102,7 @@ class Definition:
         return {key: line + offset for key, line in state.lines.items()}
 
     def line_of(self, node: cst.CSTNode) -> int:
-        if isinstance(node, cst.FunctionDef | cst.ClassDef) and node is self.fragment.node:
+        if node is self.fragment.node:
             return self.node.lineno
         line = self._lines[id(node)]
         # a one-line body was given its own lines in the fragment; in the file it is on the header's
@@ -122,10 +167,14 @@ class TargetContext:
                                [self.line_of(n) for n in found])
         return found[0]
 
+    def _is(self) -> str:
+        return {ast.ClassDef: "a class", ast.Assign: "an assignment", ast.AnnAssign: "an assignment"}.get(
+            type(self.definition.node), "a function")
+
     def require_function(self, kind: str) -> None:
-        if isinstance(self.definition.node, ast.ClassDef):
-            raise ResolveError(Status.NOT_APPLICABLE, f"{kind} needs a function, {self.qualname} is a class", [])
+        if not isinstance(self.definition.node, ast.FunctionDef | ast.AsyncFunctionDef):
+            raise ResolveError(Status.NOT_APPLICABLE, f"{kind} needs a function, {self.qualname} is {self._is()}", [])
 
     def require_class(self, kind: str) -> None:
         if not isinstance(self.definition.node, ast.ClassDef):
-            raise ResolveError(Status.NOT_APPLICABLE, f"{kind} needs a class, {self.qualname} is a function", [])
+            raise ResolveError(Status.NOT_APPLICABLE, f"{kind} needs a class, {self.qualname} is {self._is()}", [])

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patchspec.compiler.edits import NodeEdit, ResolveError, Status, marked
+from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status, marked
 from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Key, Kind
+from patchspec.compiler.transforms.kind import Key, Kind, code_binds
+
+
+ACTIONS = {"before": Action("before", Place.BEFORE), "after": Action("after", Place.AFTER, sees_anchor=True)}
 
 
 def _resolve(action: str, ctx: TargetContext, params: dict[str, str]) -> tuple[int, list[NodeEdit]]:
@@ -14,11 +17,13 @@ def _resolve(action: str, ctx: TargetContext, params: dict[str, str]) -> tuple[i
                           (cst.BaseStatement,))
     if anchor is ctx.fragment.node:
         raise ResolveError(Status.NOT_APPLICABLE, "the anchor is the target itself", [ctx.line_of(anchor)])
-    return ctx.line_of(anchor), [NodeEdit(action, anchor, marked(params["code"], ctx.marker), ctx.owner)]
+    return ctx.line_of(anchor), [NodeEdit(ACTIONS[action], anchor, marked(params["code"], ctx.marker), ctx.owner)]
 
 
 KEYS = {"anchor": Key.STATEMENT_PATTERN, "code": Key.CODE}
 INSERT_BEFORE = Kind("insert_before", "inserts `code` as the statement before the anchor statement", KEYS,
-                     lambda ctx, params: _resolve("before", ctx, params))
+                     lambda ctx, params: _resolve("before", ctx, params), binds=code_binds,
+                     actions=(ACTIONS["before"],), rank=0)
 INSERT_AFTER = Kind("insert_after", "inserts `code` as the statement after the anchor statement", KEYS,
-                    lambda ctx, params: _resolve("after", ctx, params))
+                    lambda ctx, params: _resolve("after", ctx, params), binds=code_binds,
+                    actions=(ACTIONS["after"],), rank=1)

@@ -1,14 +1,20 @@
-"""One typed descriptor per transform kind: its keys, how each is read and checked, and its edit.
+"""One typed descriptor per transform kind: its keys, how each is read and checked, its edit actions, its
+docs row.
 
 Everything else that depends on the set of kinds (the schema's transform enum and fragments, which keys
-are patterns or code, the class-only kinds, how a snippet hook is checked) is derived from the registry
-in ``patchspec.compiler.transforms``, so adding a kind means adding one module.
+are patterns or code, the class-only kinds, how a snippet hook is checked, the docs table, how emit and
+lint treat its edits) is derived from the descriptors that ``patchspec.compiler.transforms`` discovers in
+its modules, so adding a kind means adding one module (and its before/after tests).
 """
 from __future__ import annotations
 
+import ast
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from patchspec.compiler.edits import Action
+from patchspec.compiler import scope
 
 
 class Key(enum.Enum):
@@ -20,14 +26,18 @@ class Key(enum.Enum):
     EXPRESSION = "expression"                  # a Python expression inserted as a value
     IDENTIFIER = "identifier"                  # a plain name (a keyword, an attribute)
     HOOK = "hook"                              # a function of the snippet package, by name
+    REWRITE_PATTERN = "rewrite pattern"        # an expression or a statement, with metavariables
+    STATEMENTS_PATTERN = "statements pattern"  # a run of statements, with metavariables
+    REPLACEMENT = "replacement"                # code of one or more lines, with the pattern's metavariables
 
     @property
     def pattern_form(self) -> str | None:
-        return {Key.STATEMENT_PATTERN: "statement", Key.EXPRESSION_PATTERN: "expression"}.get(self)
+        return {Key.STATEMENT_PATTERN: "statement", Key.EXPRESSION_PATTERN: "expression",
+                Key.REWRITE_PATTERN: "rewrite", Key.STATEMENTS_PATTERN: "statements"}.get(self)
 
     @property
     def code_form(self) -> str | None:
-        return {Key.CODE: "code", Key.EXPRESSION: "expression"}.get(self)
+        return {Key.CODE: "code", Key.EXPRESSION: "expression", Key.REPLACEMENT: "replacement"}.get(self)
 
     @property
     def schema(self) -> dict:
@@ -36,6 +46,21 @@ class Key(enum.Enum):
         if self is Key.CODE:
             return {"$ref": "#/$defs/code"}
         return {"type": "string"}
+
+
+@dataclass(frozen=True)
+class Binds:
+    """The names a transform binds (and unbinds), by where: the binding model's facet of a kind, read by
+    the lint of inserted code and the ``USES`` check, so code a spec adds may use what the spec itself
+    binds (its own import, an assignment it inserts earlier, a member it adds)."""
+
+    module: frozenset[str] = frozenset()   # at module level, before the file's functions run (an import)
+    here: frozenset[str] = frozenset()     # where its code lands, for code of the spec that runs after it
+    member: frozenset[str] = frozenset()   # in the target class
+    unbinds: frozenset[str] = frozenset()  # names it removes where it lands
+
+
+NOTHING = Binds()
 
 
 class Hook(enum.Enum):
@@ -54,11 +79,25 @@ class Kind:
     on_class: bool = False                        # needs a class target (else a function, or either)
     any_target: bool = False                      # the target only names the file (add_import)
     hook: Hook | None = None                      # how the HOOK key's function is used
+    actions: tuple[Action, ...] = ()              # the edit actions its edits carry (emit, lint, conflicts)
+    optional: frozenset[str] = frozenset()        # keys that may be left out
+    rewrites: bool = False                        # it changes upstream's code: nothing to do = done upstream
+    slot: Callable | None = None                  # (row, edit) -> (what it sets, value): one value per slot
+    any_definition: bool = False                  # its target may be a module- or class-level assignment
+    rank: int = 100                               # its place in the registry (the schema enum, docs table)
+    binds: Callable[[dict[str, str]], Binds] = lambda params: NOTHING   # what it binds (see ``Binds``)
 
     @property
     def schema(self) -> dict:
-        return {"type": "object", "additionalProperties": False, "required": list(self.keys),
+        return {"type": "object", "additionalProperties": False,
+                "required": [key for key in self.keys if key not in self.optional],
                 "properties": {key: kind.schema for key, kind in self.keys.items()}}
+
+    @property
+    def docs_row(self) -> str:
+        """Its row of the docs table (docs/spec-language.md holds the table of every kind's row)."""
+        keys = ", ".join(f"optional `{key}`" if key in self.optional else f"`{key}`" for key in self.keys)
+        return f"| `{self.name}` | {keys} | {self.summary} |"
 
     @property
     def pattern_keys(self) -> dict[str, str]:
@@ -71,3 +110,9 @@ class Kind:
     @property
     def hook_key(self) -> str | None:
         return next((key for key, k in self.keys.items() if k is Key.HOOK), None)
+
+
+def code_binds(params: dict[str, str]) -> Binds:
+    """An inserted statement binds what it assigns, for the spec's code that runs after it."""
+    tree = ast.parse(params["code"].strip())
+    return Binds(here=frozenset(n for node in scope.walk_scope(tree.body) for n in scope.bound_by(node)))

@@ -3,9 +3,17 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patchspec.compiler.edits import NodeEdit, ResolveError, Status, marked
+from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status, marked
 from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Key, Kind
+from patchspec.compiler.transforms.kind import Key, Kind, code_binds
+
+
+def _head(loop, news: list):
+    body = loop.body
+    return loop.with_changes(body=body.with_changes(body=(*news, *body.body)))
+
+
+BODY_HEAD = Action("body_head", Place.NODE, apply=_head, sees_anchor=True, stage=2)
 
 
 def loop_guard(ctx: TargetContext, params: dict[str, str]):
@@ -14,8 +22,9 @@ def loop_guard(ctx: TargetContext, params: dict[str, str]):
                         (cst.For, cst.While))
     if not isinstance(loop.body, cst.IndentedBlock):
         raise ResolveError(Status.NOT_APPLICABLE, "the loop's body is on its header line", [ctx.line_of(loop)])
-    return ctx.line_of(loop), [NodeEdit("body_head", loop, marked(params["code"], ctx.marker), ctx.owner)]
+    return ctx.line_of(loop), [NodeEdit(BODY_HEAD, loop, marked(params["code"], ctx.marker), ctx.owner)]
 
 
 LOOP_GUARD = Kind("loop_guard", "inserts `code` as the first statement of the body of the one loop matching "
-                  "`loop`", {"loop": Key.STATEMENT_PATTERN, "code": Key.CODE}, loop_guard)
+                  "`loop`", {"loop": Key.STATEMENT_PATTERN, "code": Key.CODE}, loop_guard, binds=code_binds,
+                  actions=(BODY_HEAD,), rank=4)

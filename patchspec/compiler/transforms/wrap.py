@@ -8,9 +8,17 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patchspec.compiler.edits import NodeEdit
+from patchspec.compiler.edits import Action, NodeEdit, Place
 from patchspec.compiler.transforms.context import TargetContext
 from patchspec.compiler.transforms.kind import Hook, Key, Kind
+
+
+def _decorate(func, news: list):
+    # stacking order: the first spec's decorator is innermost, it wraps the original
+    return func.with_changes(decorators=(*func.decorators, *reversed(news)))
+
+
+DECORATE = Action("decorate", Place.NODE, apply=_decorate, lint=lambda new: None, stage=0)
 
 
 def wrap(ctx: TargetContext, params: dict[str, str]):
@@ -21,9 +29,9 @@ def wrap(ctx: TargetContext, params: dict[str, str]):
         trailing_whitespace=cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "),
                                                    comment=cst.Comment(ctx.marker)),
     )
-    return ctx.line_of(func), [NodeEdit("decorate", func, decorator, ctx.owner)]
+    return ctx.line_of(func), [NodeEdit(DECORATE, func, decorator, ctx.owner)]
 
 
 WRAP = Kind("wrap", "decorates the target with `@alias.<with>` (innermost): the snippet receives the original "
             "function and returns the function to call; the original stays reachable as `__wrapped__`",
-            {"with": Key.HOOK}, wrap, hook=Hook.DECORATOR)
+            {"with": Key.HOOK}, wrap, hook=Hook.DECORATOR, actions=(DECORATE,), rank=2)

@@ -9,7 +9,7 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchspec import installed
+from patchspec.install import installed
 from patchspec.compiler import encoding
 from patchspec.errors import PatchspecError
 

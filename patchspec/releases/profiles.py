@@ -14,7 +14,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from patchspec import installed, yamlloc
+from patchspec import yamlloc
+from patchspec.install import installed
 from patchspec.errors import PatchspecError
 from patchspec.model import Loc, Spec
 from patchspec.spec import check_transform_syntax, schema_errors

@@ -25,7 +25,7 @@ from importlib import resources
 import jsonschema
 
 from patchspec.errors import PatchspecError
-from patchspec.root import STATE_DIR, Root
+from patchspec.install.root import STATE_DIR, Root
 
 STATE_FILE = f"{STATE_DIR}/state.json"
 PRISTINE_DIR = f"{STATE_DIR}/pristine"

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchspec.errors import Exit, PatchspecError
-from patchspec.root import STATE_DIR, Root
+from patchspec.install.root import STATE_DIR, Root
 
 JOURNAL = f"{STATE_DIR}/journal.json"
 SAVED_DIR = f"{STATE_DIR}/txn"
@@ -81,7 +81,7 @@ class _Op:
 def commit(root: Root, writes: dict[str, bytes | None]) -> None:
     """Write every file (``None`` deletes it) or none. ``writes`` maps canonical root-relative paths to
     bytes; a failure or an interrupt at any point puts back every byte and removes what it created."""
-    from patchspec.state import sha256
+    from patchspec.install.state import sha256
 
     fault = _Faults()
     base = root.path
@@ -241,7 +241,7 @@ def _read_journal(root: Root) -> dict | None:
 def _roll_back(root: Root) -> list[str]:
     """Put back, from the journal, every file the interrupted run touched; idempotent, so a recovery that
     is itself interrupted is finished by the next one. Returns the paths put back."""
-    from patchspec.state import sha256
+    from patchspec.install.state import sha256
 
     base = root.path
     data = _read_journal(root)

@@ -101,8 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="colour the diff (auto: when printing to a terminal)")
     p.add_argument("--patched-only", action="store_true",
                    help="leave out the snippet files that apply installs (the diff is then not complete)")
-    p = verb("validate", "check the spec against the schema and its snippet package")
-    _spec_arg(p)
+    p = verb("validate", "check the spec against the schema and its snippet package; with --root, also that it "
+                         "holds there (the verdict compile, check and apply give)")
+    _spec_arg(p), _release_arg(p)
+    p.add_argument("--root", help="a root to check the spec on: every target, anchor and name its code reads")
     _add_drift_verbs(verb, verbs, common)
     p = verb("demo", "show a spec at work on a release fetched from PyPI, then undo it byte for byte", (debug,))
     p.add_argument("--pypi", default="vllm==0.30.0", metavar="NAME==VERSION",
@@ -155,6 +157,17 @@ def _add_drift_verbs(verb, verbs, common) -> None:
     where.add_argument("--pypi", metavar="NAME==VERSION", help="draft from that release on PyPI (cached)")
     p.add_argument("--target", action="append", required=True, metavar="FILE:FUNCTION",
                    help="a function to patch, e.g. requests/sessions.py:Session.send (repeatable)")
+    p.add_argument("--dir", default=".", help="where to write the spec and its files (default: here)")
+    p = verb("record", "draft a spec that says a change statement by statement: a hand edit of the installed "
+                       "files (replaced by the spec applied), or upstream's change between two releases")
+    p.add_argument("name", help="the spec's name: lower-case letters, digits and dashes")
+    p.add_argument("--root", required=True, help="site-packages or source tree holding the package")
+    p.add_argument("--from", dest="upstream", metavar="DIST==AFTER",
+                   help="record what upstream changed in the --target definitions up to release AFTER")
+    p.add_argument("--before", metavar="VERSION", help="with --from: the release to compare with (default: the "
+                                                      "installed one)")
+    p.add_argument("--target", action="append", default=[], metavar="FILE:QUALNAME",
+                   help="a function, method, class attribute or module-level name (repeatable; needed with --from)")
     p.add_argument("--dir", default=".", help="where to write the spec and its files (default: here)")
 
 
@@ -221,7 +234,7 @@ def _row(r) -> dict:
 
 
 def cmd_compile(args) -> Outcome:
-    from patchspec import drift_report
+    from patchspec.releases import drift_report
 
     prepared = ops.prepare(args.spec, args.release, args.root, _only(args))
     texts = ops.compile_spec(prepared)
@@ -327,13 +340,18 @@ def cmd_validate(args) -> Outcome:
     spec = load_spec(args.spec)
     snippets.validate(spec)
     count = sum(len(t.transforms) for t in spec.targets)
+    where = ""
+    if args.root:
+        prepared = ops.prepare(args.spec, args.release, args.root)
+        ops.compile_spec(prepared)   # refuses as compile, check and apply do
+        where = f"; holds on {args.root} (release {prepared.release})"
     return Outcome(Exit.OK, [{"type": "spec", "spec": spec.name, "targets": len(spec.targets),
                               "transforms": count}],
-                   [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms"])
+                   [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms{where}"])
 
 
 def cmd_drift(args) -> Outcome:
-    from patchspec import cache, drift_report
+    from patchspec.releases import cache, drift_report
 
     if args.pypi:
         result = drift_report.pypi_drift(args.spec, cache.requirement(args.pypi), args.release, args.baseline,
@@ -344,7 +362,7 @@ def cmd_drift(args) -> Outcome:
 
 
 def cmd_matrix(args) -> Outcome:
-    from patchspec import cache, drift_report
+    from patchspec.releases import cache, drift_report
 
     if args.since and not any("==" not in given for given in args.pypi):
         raise PatchspecError("--since needs a --pypi NAME without a version")
@@ -363,7 +381,7 @@ def cmd_matrix(args) -> Outcome:
 
 
 def cmd_profile(args) -> Outcome:
-    from patchspec import drift_report
+    from patchspec.releases import drift_report
 
     accept = (lambda suggestion: True) if args.accept_suggested else _ask if sys.stdin.isatty() else None
     draft = drift_report.new_profile(args.release, args.root, args.spec, args.old, args.force, accept,
@@ -385,7 +403,7 @@ def _ask(suggestion: str) -> bool:
 
 def cmd_init(args) -> Outcome:
     from patchspec import init
-    from patchspec.cache import pypi_root
+    from patchspec.releases.cache import pypi_root
 
     root = args.root or str(pypi_root(args.pypi))
     written = init.scaffold(args.name, root, args.target, args.dir)
@@ -393,6 +411,27 @@ def cmd_init(args) -> Outcome:
     return Outcome(Exit.OK, [{"type": "file", "path": str(p), "action": "written"} for p in written],
                    [f"wrote {p}" for p in written] + [
                        f"next: edit {written[1]}, then: patchspec apply {spec} --root SITE-PACKAGES"])
+
+
+def cmd_record(args) -> Outcome:
+    from patchspec import ops, record
+    from patchspec.releases import drift_report
+
+    done = record.record(args.name, args.root, args.upstream, args.before, tuple(args.target), args.dir,
+                         apply_edit=lambda spec, root: ops.apply(spec, "auto", root).files,
+                         new_profile=lambda release, root, spec: drift_report.new_profile(release, root, [spec]).path)
+    results = [{"type": "file", "path": str(p), "action": "written"} for p in done.written]
+    results += [{"type": "file", "path": rel, "action": "replaced by the spec applied"} for rel in done.applied]
+    lines = [f"wrote {p}" for p in done.written]
+    lines += [f"{t.file}:{t.qualname}: {len(t.steps)} transform{'s' if len(t.steps) != 1 else ''} "
+              f"({', '.join(s.kind for s in t.steps)})" for t in done.targets if t.steps]
+    spec = done.written[0]
+    if done.applied:
+        lines += [f"applied: {rel} is now the pristine release with {spec.stem} applied (unapply gives back "
+                  "the release)" for rel in done.applied]
+    else:
+        lines.append(f"next: patchspec apply {spec} --root {args.root}")
+    return Outcome(Exit.OK, results, lines + done.notes)
 
 
 def cmd_demo(args) -> Outcome:
@@ -404,7 +443,7 @@ def cmd_demo(args) -> Outcome:
 VERBS = {"compile": cmd_compile, "apply": cmd_apply, "unapply": cmd_unapply, "check": cmd_check,
          "status": cmd_status, "recover": cmd_recover, "forget": cmd_forget, "diff": cmd_diff,
          "validate": cmd_validate, "drift": cmd_drift, "matrix": cmd_matrix,
-         "profile": cmd_profile, "init": cmd_init, "demo": cmd_demo}
+         "profile": cmd_profile, "init": cmd_init, "record": cmd_record, "demo": cmd_demo}
 
 
 if __name__ == "__main__":

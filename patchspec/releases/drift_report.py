@@ -21,11 +21,13 @@ from packaging.utils import canonicalize_name
 
 from patchspec import compiler
 from patchspec.compiler import bindings, drift as driftmod, snippet_api
-from patchspec import cache, installed, profiles, snippets, state as staterec, yamlloc
+from patchspec import snippets, yamlloc
+from patchspec.install import installed, state as staterec
+from patchspec.releases import cache, profiles
 from patchspec.errors import PatchspecError, severity_exit
 from patchspec.model import Spec, package_of
 from patchspec.ops import pristine_reader
-from patchspec.root import Root
+from patchspec.install.root import Root
 from patchspec.spec import load_spec
 
 
@@ -78,12 +80,16 @@ def drift(spec_path: str, root_path: str, release: str = "auto", baseline: str |
 
 def binding_rows(spec: Spec, read, has_package, use_cache: bool = True) -> list[driftmod.DriftRow]:
     """The snippets' ``USES`` checked on the release (``compiler.drift.binding_rows``), cached per file."""
+    added = bindings.spec_binds(spec)
+
     def check_file(rel: str, entries: list[str]):
         text = read(rel)
+        own = added.get(rel, set())
 
         def compute():
-            return bindings.check(entries, None if text is None else ast.parse(text, rel))
-        return _cached({"uses": rel, "entries": entries, "text": _sha(text)}, compute) if use_cache else compute()
+            return bindings.check(entries, None if text is None else ast.parse(text, rel), own)
+        key = {"uses": rel, "entries": entries, "text": _sha(text), "added": sorted(own)}
+        return _cached(key, compute) if use_cache else compute()
     uses = snippets.read_package(snippet_api.declared_uses, spec)
     return driftmod.binding_rows(spec, uses, check_file, has_package)
 
@@ -359,7 +365,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
         raise PatchspecError(f"no installed version found under the root for {', '.join(sorted(packages))}",
                              file=str(root.path))
     data = {"release": release, "packages": pins, "specs": specs_out}
-    schema = os.path.relpath(Path(__file__).parent / "schema" / "profile.schema.json", path.parent)
+    schema = os.path.relpath(Path(__file__).parent.parent / "schema" / "profile.schema.json", path.parent)
     text = (f"# yaml-language-server: $schema={schema}\n"
             f"# Draft by patchspec profile new {release}" + (f" --from {old}" if old else "")
             + (" --allow-broken" if broken else "") + ": review it.\n"

@@ -1,0 +1,145 @@
+"""Metavariables for the rewrite kinds, as ast-grep writes them: ``$X`` one node, ``$$$XS`` a run of nodes.
+
+A pattern or replacement is read as Python after each metavariable is turned into a placeholder name
+(``$X`` -> ``__ps_one_X__0``, numbered by occurrence so that a name used twice can be held equal);
+``compiler.pattern`` turns a placeholder into a capturing matcher, and ``substitute`` writes what was
+captured back into the replacement. Outside string literals only: a ``$`` inside a string is text.
+"""
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from patchspec.compiler.edits import with_marker
+from patchspec.compiler.pattern import metavariable, names_in, placeholders
+
+def consistent(captures: dict) -> dict[str, object] | None:
+    """The captures by metavariable name, when every name used twice matched equal code; else None."""
+    from patchspec.compiler.fingerprint import tokens   # fingerprints read patterns: import here
+
+    by_name: dict[str, object] = {}
+    for key, node in captures.items():
+        name, _, number = key.rpartition("__")
+        if name == "_":
+            continue
+        if name in by_name:
+            first = by_name[name]
+            nodes = (first, node) if isinstance(node, cst.CSTNode) else (tuple(first), tuple(node))
+            if isinstance(node, cst.CSTNode):
+                if list(tokens(first)) != list(tokens(node)):
+                    return None
+            elif [list(tokens(a)) for a in nodes[0]] != [list(tokens(b)) for b in nodes[1]]:
+                return None
+        if number == "0" or name not in by_name:
+            by_name[name] = node
+    return by_name
+
+
+class _Substitute(cst.CSTTransformer):
+    def __init__(self, bound: dict[str, object]) -> None:
+        super().__init__()
+        self.bound = bound
+
+    def _captured(self, node):
+        found = metavariable(node)
+        if found is None:
+            return None
+        name = found[1].rpartition("__")[0]
+        return found[0], self.bound[name]
+
+    def leave_SimpleStatementLine(self, original, updated):
+        found = self._captured(original)
+        if found is None:
+            return updated
+        form, value = found
+        values = list(value) if form == "run" else [value]
+        if values and not all(isinstance(v, cst.BaseStatement) for v in values):
+            return updated.with_changes(body=[cst.Expr(v) for v in values if isinstance(v, cst.BaseExpression)])
+        return cst.FlattenSentinel(values) if values else cst.RemoveFromParent()
+
+    def _sequence_item(self, original, updated):
+        found = self._captured(original)
+        if found is None or found[0] != "run":
+            return updated
+        values = list(found[1])
+        return cst.FlattenSentinel(values) if values else cst.RemoveFromParent()
+
+    leave_Arg = leave_Element = _sequence_item
+
+    def leave_Name(self, original, updated):
+        found = self._captured(original)
+        if found is None or found[0] != "one" or not isinstance(found[1], cst.BaseExpression):
+            return updated
+        return found[1]
+
+
+def substitute(node: cst.CSTNode, bound: dict[str, object]) -> cst.CSTNode:
+    """The replacement with each metavariable replaced by what it captured (upstream's own nodes)."""
+    return node.visit(_Substitute(bound))
+
+
+def unbound(text: str, bound: dict[str, object]) -> list[str]:
+    """Metavariables a replacement names that its pattern does not bind."""
+    return sorted(n for n in names_in(text) if n != "_" and n not in bound)
+
+
+class _Mark(cst.CSTTransformer):
+    """Every line of inserted code ends with the marker: simple statements and compound headers."""
+
+    def __init__(self, marker: str) -> None:
+        super().__init__()
+        self.marker = marker
+
+    def leave_SimpleStatementLine(self, original, updated):
+        if metavariable(original) is not None:
+            return updated
+        return updated.with_changes(trailing_whitespace=with_marker(updated.trailing_whitespace, self.marker))
+
+    def leave_SimpleStatementSuite(self, original, updated):
+        return updated.with_changes(trailing_whitespace=with_marker(updated.trailing_whitespace, self.marker))
+
+    def leave_IndentedBlock(self, original, updated):
+        return updated.with_changes(header=with_marker(updated.header, self.marker))
+
+
+def mark_code(node: cst.CSTNode, marker: str) -> cst.CSTNode:
+    return node.visit(_Mark(marker))
+
+
+def mark_statement(stmt: cst.CSTNode, marker: str) -> cst.CSTNode:
+    """One statement's line marked: a simple statement's end, a compound statement's header."""
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return stmt.with_changes(trailing_whitespace=with_marker(stmt.trailing_whitespace, marker))
+    body = getattr(stmt, "body", None)
+    if isinstance(body, cst.IndentedBlock):
+        return stmt.with_changes(body=body.with_changes(header=with_marker(body.header, marker)))
+    if isinstance(body, cst.SimpleStatementSuite):
+        return stmt.with_changes(body=body.with_changes(trailing_whitespace=with_marker(body.trailing_whitespace,
+                                                                                         marker)))
+    return stmt
+
+
+def parse_statements(text: str) -> list[cst.BaseStatement]:
+    return list(cst.parse_module(placeholders(text).strip("\n") + "\n").body)
+
+
+def holds_run(stmt: cst.CSTNode) -> bool:
+    """Whether a guard's statement holds the placeholder of the run it guards."""
+    return _run_slot(stmt) is not None
+
+
+def _run_slot(stmt: cst.CSTNode) -> cst.IndentedBlock | None:
+    body = getattr(stmt, "body", None)
+    if isinstance(body, cst.IndentedBlock) and len(body.body) == 1:
+        found = metavariable(body.body[0])
+        if found is not None and found[0] == "run":
+            return body
+    return None
+
+
+def fill_run(guard: cst.BaseCompoundStatement, run: list[cst.BaseStatement]) -> cst.BaseCompoundStatement:
+    """The guard with the run's statements as its body; the run's leading comments now lead the guard."""
+    block = _run_slot(guard)
+    lead = run[0].leading_lines if run else ()
+    run = [run[0].with_changes(leading_lines=()), *run[1:]] if run else [cst.SimpleStatementLine([cst.Pass()])]
+    return guard.with_changes(body=block.with_changes(body=tuple(run)), leading_lines=lead)

@@ -1,0 +1,283 @@
+"""Where a module or class body binds a name: the one binding model of the compiler.
+
+A name at module or class level is live at its LAST binding of any kind: ``def``, ``class``, an
+assignment (plain, augmented, annotated with a value), an import, a ``for``/``with`` target, ``del``; a
+function's ``global NAME`` rebinding, which runs later (when the function is called); and for a class, a
+module-level ``Class.attr = ...`` after the class. Target resolution (``source.locate``), the lint of
+inserted code and the ``USES`` check read bindings only from here.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+DefNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+ACCESSORS = ("setter", "deleter", "getter")   # ``@prop.setter``: a property's other functions
+
+# The blocks a statement is nested in: (id of the if/try statement, key of the block, its label).
+Path = tuple[tuple[int, tuple[str, str], str], ...]
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One statement binding a name at one level, and the branch blocks it sits in."""
+
+    node: ast.stmt
+    path: Path
+
+    @property
+    def line(self) -> int:
+        return self.node.lineno
+
+    @property
+    def is_def(self) -> bool:
+        return isinstance(self.node, DefNode)
+
+    def describe(self) -> str:
+        """``class BaseSSLError`` or the statement itself: ``BaseSSLError = ssl.SSLError``."""
+        if isinstance(self.node, ast.ClassDef):
+            return f"class {self.node.name}"
+        if isinstance(self.node, DefNode):
+            return f"def {self.node.name}"
+        return f"`{statement_text(self.node)}`"
+
+
+def statement_text(node: ast.stmt, width: int = 60) -> str:
+    """A statement on one line, shortened to ``width`` characters (its header for a compound one)."""
+    if isinstance(node, ast.For | ast.AsyncFor):
+        text = f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}: ..."
+    elif isinstance(node, ast.With | ast.AsyncWith):
+        text = f"with {', '.join(ast.unparse(i) for i in node.items)}: ..."
+    else:
+        text = ast.unparse(node).splitlines()[0]
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def blocks(stmt: ast.stmt) -> list[tuple[tuple[str, str], str, list[ast.stmt]]]:
+    """The blocks of a module- or class-level ``if``/``try``: key (see ``branch_key``), label, body."""
+    if isinstance(stmt, ast.If):
+        return [(("if", ast.dump(stmt.test)), f"if {ast.unparse(stmt.test)}", stmt.body),
+                (("else", ""), "else", stmt.orelse)]
+    if isinstance(stmt, ast.Try | ast.TryStar):
+        handlers = [(("except", ast.dump(h.type) if h.type else ""),
+                     f"except {ast.unparse(h.type)}" if h.type else "except", h.body) for h in stmt.handlers]
+        return [(("try", ""), "try", stmt.body), *handlers, (("else", ""), "else", stmt.orelse),
+                (("finally", ""), "finally", stmt.finalbody)]
+    return []
+
+
+def branch_key(text: str) -> tuple[str, str]:
+    """``if TYPE_CHECKING`` → ("if", dump of the test): compared as trees, so layout does not matter."""
+    if text.strip() == "top level":
+        return "top level", ""
+    word, _, rest = text.strip().rstrip(":").partition(" ")
+    word = "if" if word == "elif" else word
+    try:
+        return word, ast.dump(ast.parse(rest.strip(), mode="eval").body) if rest.strip() else ""
+    except SyntaxError:
+        return word, rest.strip()
+
+
+def label(path: Path) -> str:
+    return path[-1][2] if path else "top level"
+
+
+def encloses(outer: Path, inner: Path) -> bool:
+    """Whether a binding on ``outer`` runs whenever one on ``inner`` does (``outer`` is a prefix)."""
+    return inner[:len(outer)] == outer
+
+
+def bound_by(node: ast.AST) -> set[str]:
+    """The names one node binds in the scope it belongs to."""
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+        return {node.id}
+    if isinstance(node, DefNode):
+        return {node.name}
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return {(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"}
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return {node.name}
+    if isinstance(node, ast.Global | ast.Nonlocal):
+        return set(node.names)
+    if isinstance(node, ast.MatchAs | ast.MatchStar) and node.name:
+        return {node.name}
+    if isinstance(node, ast.arg):
+        return {node.arg}
+    return set()
+
+
+def walk_scope(body: list[ast.stmt]):
+    """Every node of one scope: nested functions and classes are yielded, their insides are not."""
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, SCOPES):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def statement_binds(stmt: ast.stmt) -> set[str]:
+    """The names a statement binds at its own level (a compound statement's header only: its blocks are
+    statements of their own)."""
+    if isinstance(stmt, DefNode):
+        return {stmt.name}
+    if isinstance(stmt, ast.For | ast.AsyncFor):
+        heads: list[ast.AST] = [stmt.target]
+    elif isinstance(stmt, ast.With | ast.AsyncWith):
+        heads = [i.optional_vars for i in stmt.items if i.optional_vars is not None]
+    elif isinstance(stmt, ast.If | ast.While | ast.Try | ast.TryStar | ast.Match):
+        return set()
+    else:
+        heads = [stmt]
+    return {name for head in heads for node in walk_scope([head]) for name in bound_by(node)}
+
+
+def level_bindings(body: list[ast.stmt], name: str, path: Path = ()) -> list[Binding]:
+    """Every statement of one level (inside its ``if``/``try`` blocks too) that binds ``name``, in source
+    order; ``for``/``while``/``with`` bodies are not followed (what they bind depends on a run)."""
+    found: list[Binding] = []
+    for stmt in body:
+        if name in statement_binds(stmt):
+            found.append(Binding(stmt, path))
+        for key, text, block in blocks(stmt):
+            found += level_bindings(block, name, path + ((id(stmt), key, text),))
+    return found
+
+
+def is_overload(node: ast.stmt) -> bool:
+    """``@overload`` / ``@typing.overload``: a stub for type checkers that the next definition replaces."""
+    return isinstance(node, DefNode) and any(
+        (isinstance(d, ast.Name) and d.id == "overload") or (isinstance(d, ast.Attribute) and d.attr == "overload")
+        for d in node.decorator_list)
+
+
+def accessor_of(node: ast.stmt, name: str) -> str | None:
+    """``setter`` for a ``@name.setter`` function (``getter``, ``deleter`` likewise), else None."""
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return None
+    for d in node.decorator_list:
+        if (isinstance(d, ast.Attribute) and d.attr in ACCESSORS and isinstance(d.value, ast.Name)
+                and d.value.id == name):
+            return d.attr
+    return None
+
+
+def is_property(node: ast.stmt) -> bool:
+    return isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(
+        (isinstance(d, ast.Name) and d.id == "property") or (isinstance(d, ast.Attribute) and d.attr == "property")
+        for d in node.decorator_list)
+
+
+def reads_name(node: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(node))
+
+
+@dataclass(frozen=True)
+class Rebinding:
+    """A binding that runs after the module's own statements: a function's ``global`` rebinding, or a
+    module-level ``Class.attr = ...``."""
+
+    node: ast.stmt          # the statement that binds
+    via: ast.AST | None     # the function whose ``global`` declaration makes it a module binding
+    keeps: bool             # its value reads the name it rebinds (``f = deco(f)``): it wraps the original
+
+    def describe(self) -> str:
+        text = f"line {self.node.lineno} (`{statement_text(self.node)}`"
+        if self.via is not None:
+            text += f", through `global` in {self.via.name}, line {self.via.lineno}"
+        return text + ")"
+
+
+def global_rebindings(tree: ast.Module, name: str) -> list[Rebinding]:
+    """Statements that bind the module-level ``name`` from inside a function declaring it ``global``."""
+    found = []
+    for func in ast.walk(tree):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) or isinstance(func, ast.Lambda):
+            continue
+        body = list(walk_scope(func.body))
+        if not any(isinstance(n, ast.Global) and name in n.names for n in body):
+            continue
+        for stmt in body:
+            if isinstance(stmt, ast.stmt) and not isinstance(stmt, ast.Global) and name in statement_binds(stmt):
+                found.append(Rebinding(stmt, func, keeps(stmt, name)))
+    return found
+
+
+def attribute_assignments(tree: ast.Module, owner: str) -> list[tuple[str, ast.stmt]]:
+    """``(attr, statement)`` of every module-level ``owner.attr = value`` (inside ``if``/``try`` too)."""
+    found = []
+
+    def scan(body: list[ast.stmt]) -> None:
+        for stmt in body:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] \
+                if isinstance(stmt, ast.AnnAssign | ast.AugAssign) and getattr(stmt, "value", None) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == owner:
+                    found.append((t.attr, stmt))
+            for _key, _text, block in blocks(stmt):
+                scan(block)
+
+    scan(tree.body)
+    return found
+
+
+def attribute_rebindings(tree: ast.Module, owner: str, attr: str) -> list[Rebinding]:
+    return [Rebinding(stmt, None, keeps(stmt, attr, owner)) for name, stmt in attribute_assignments(tree, owner)
+            if name == attr]
+
+
+def keeps(stmt: ast.stmt, name: str, owner: str | None = None) -> bool:
+    """Whether a rebinding's value reads what it rebinds (``f = deco(f)``): it wraps the original."""
+    value = getattr(stmt, "value", None)
+    if value is None:
+        return False
+    if owner is None:
+        return reads_name(value, name)
+    return any(isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.value, ast.Name)
+               and n.value.id == owner for n in ast.walk(value))
+
+
+def module_names(tree: ast.Module) -> frozenset[str] | None:
+    """Names the module binds at its top level (inside ``if``/``try``/``with`` blocks too); None when a
+    star import makes that unknowable."""
+    names: set[str] = set()
+    for node in walk_scope(tree.body):
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            return None
+        names |= bound_by(node)
+    return frozenset(names)
+
+
+def class_names(cls: ast.ClassDef, tree: ast.Module | None = None) -> set[str]:
+    """Names a class binds: its body's, and the module's ``Class.attr = ...`` for a module-level class."""
+    names = {n for stmt in cls.body for node in walk_scope([stmt]) for n in bound_by(node)}
+    if tree is not None and cls in tree.body:
+        names |= {attr for attr, _stmt in attribute_assignments(tree, cls.name)}
+    return names
+
+
+def class_reads_before(cls: ast.ClassDef, name: str) -> tuple[ast.AST, str] | None:
+    """The first expression the class body evaluates while it runs that reads ``name``, and what it is:
+    a default argument, a decorator, a base, another attribute's value (a function's body runs later and
+    reads the live value, so it does not count)."""
+    for stmt in cls.body:
+        for node, what in _evaluated(stmt):
+            if reads_name(node, name):
+                return node, what
+    return None
+
+
+def _evaluated(stmt: ast.stmt):
+    """(sub-expression, what it is) of a class-body statement, for those that run when the body runs."""
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+        a = stmt.args
+        yield from ((d, f"a decorator of {stmt.name}") for d in stmt.decorator_list)
+        yield from ((d, f"a default argument of {stmt.name}") for d in a.defaults + a.kw_defaults if d is not None)
+        return
+    if isinstance(stmt, ast.ClassDef):
+        yield from ((d, f"the header of class {stmt.name}")
+                    for d in stmt.decorator_list + stmt.bases + [k.value for k in stmt.keywords])
+        return
+    yield stmt, f"`{statement_text(stmt)}`"

@@ -1,0 +1,63 @@
+"""``guard``: the one run of consecutive statements matching a pattern is put inside a ``try`` or ``with``.
+
+``by`` is the guarding statement, whose body is the single statement ``$$$BODY`` (any ``$$$`` name): the
+run takes its place, re-indented, and is not marked (it is upstream's code, unchanged); the guard's own
+lines (``try:``, each ``except``/``finally`` clause and its statements, a ``with`` header) are. Other specs'
+inserts inside the run go with it into the guard.
+"""
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from patchspec.compiler import pattern, rewrite
+from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
+from patchspec.compiler.transforms.context import TargetContext
+from patchspec.compiler.transforms.kind import Key, Kind
+from patchspec.compiler.transforms.replace import already
+
+GUARD = Action("guard", Place.INSTEAD, lint=lambda new: rewrite.fill_run(new, []))   # lint reads its own lines
+ABSORB = Action("guarded", Place.ABSORB, lint=lambda new: None, anchors=False)
+
+
+def find_runs(ctx: TargetContext, patterns: list[cst.BaseStatement]) -> list[tuple[cst.IndentedBlock, int, int]]:
+    """Every (block, first, end) whose statements ``first:end`` match the pattern's statements."""
+    wanted = m.IndentedBlock(body=[pattern._item_matcher(p) for p in patterns])
+    last = pattern.to_matcher(patterns[-1])
+    out = []
+    for block in ctx.definition._nodes.get(cst.IndentedBlock, ()):
+        body = block.body
+        for first in range(len(body)):
+            for end in range(first + 1, len(body) + 1):
+                if m.matches(body[end - 1], last) and m.matches(cst.IndentedBlock(body=body[first:end]), wanted):
+                    out.append((block, first, end))
+    return out
+
+
+def guard(ctx: TargetContext, params: dict[str, str]):
+    ctx.require_function("guard")
+    run = list(pattern.parse(params["statements"], "statements").body)
+    what = f"statements {params['statements'].strip().splitlines()[0]!r}"
+    if pattern.is_wildcard(run[0]) or pattern.is_wildcard(run[-1]):
+        raise ResolveError(Status.NOT_APPLICABLE, f"{what}: a run must begin and end with a statement, not `...`", [])
+    found = find_runs(ctx, run)
+    if len(found) != 1:
+        if not found and already(ctx, params["by"]):
+            ctx.note("the target already holds the guard")
+            return ctx.definition.node.lineno, []
+        raise ResolveError(Status.MISSING if not found else Status.AMBIGUOUS, what,
+                           [ctx.line_of(b.body[i]) for b, i, _ in found])
+    block, first, end = found[0]
+    by = pattern.parse(params["by"], "statements").body
+    if len(by) != 1 or not isinstance(by[0], cst.Try | cst.TryStar | cst.With) or not rewrite.holds_run(by[0]):
+        raise ResolveError(Status.NOT_APPLICABLE, "`by` must be one try or with statement whose body is the "
+                                                  "single statement $$$BODY", [])
+    marked = rewrite.mark_code(cst.Module(body=by), ctx.marker).body[0]
+    edits = [NodeEdit(GUARD, block.body[first], marked, ctx.owner)]
+    edits += [NodeEdit(ABSORB, stmt, cst.Pass(), ctx.owner) for stmt in block.body[first + 1:end]]
+    return ctx.line_of(block.body[first]), edits
+
+
+GUARD_KIND = Kind("guard", "the one run of consecutive statements matching `statements` goes inside `by`, a "
+                  "`try` or `with` statement whose body is the single statement `$$$BODY`",
+                  {"statements": Key.STATEMENTS_PATTERN, "by": Key.REPLACEMENT}, guard, actions=(GUARD, ABSORB), rank=11)

@@ -1,0 +1,30 @@
+"""``remove``: the one statement matching a pattern is taken out; a marker comment line stays in its place
+(a marked ``pass`` when it was the only statement of its block), so check and the journal find it."""
+from __future__ import annotations
+
+import libcst as cst
+
+from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
+from patchspec.compiler.transforms.context import TargetContext
+from patchspec.compiler.transforms.kind import Key, Kind
+from patchspec.compiler.transforms.replace import find_rewritten
+
+REMOVED = Action("remove", Place.INSTEAD, rewrites=True, lint=lambda new: None)
+
+
+def remove(ctx: TargetContext, params: dict[str, str]):
+    text = params["statement"]
+    what = f"statement {text.strip().splitlines()[0]!r}"
+    node, _bound = find_rewritten(ctx, text, what)   # gone is anchor-missing: removed or changed, drift cannot tell
+    if not isinstance(node, cst.BaseStatement):
+        node = ctx.definition.statement_of(node)
+        if not isinstance(node, cst.SimpleStatementLine) or len(node.body) != 1:
+            raise ResolveError(Status.NOT_APPLICABLE, f"{what} is part of a statement, not a whole one",
+                               [ctx.line_of(node)])
+    line = cst.EmptyLine(indent=True, comment=cst.Comment(f"{ctx.marker} (removed)"))
+    return ctx.line_of(node), [NodeEdit(REMOVED, node, line, ctx.owner)]
+
+
+REMOVE = Kind("remove", "the one statement matching `statement` is removed; a marker comment line stays in its "
+              "place (a marked `pass` when it was its block's only statement)", {"statement": Key.REWRITE_PATTERN},
+              remove, actions=(REMOVED,), rewrites=True, rank=9)

@@ -1,0 +1,69 @@
+"""``set``: a new value for an existing binding, in place, where Python reads it.
+
+With neither ``parameter`` nor ``name``, the target itself is a module- or class-level assignment
+(``Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT``, ``_IDNA_TABLE``); with ``parameter``, the default of that
+parameter of the target function; with ``name``, the one assignment of that name in the target's body. A
+default that captured a class-level name is read when the class body runs, so setting the name in place
+also sets the default. The value already there is nothing to do: drift calls that transform obsolete.
+"""
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+import libcst.matchers as m
+
+from patchspec.compiler import pattern
+from patchspec.compiler.edits import NodeEdit, ResolveError, Status
+from patchspec.compiler.fingerprint import tokens
+from patchspec.compiler.transforms.context import TargetContext
+from patchspec.compiler.transforms.kind import Key, Kind
+from patchspec.compiler.transforms.replace import EXPRESSION, MARK, marker_edit
+
+
+def _value_node(ctx: TargetContext, params: dict[str, str]) -> tuple[cst.BaseExpression, str]:
+    node = ctx.fragment.node
+    if "parameter" in params and "name" in params:
+        raise ResolveError(Status.NOT_APPLICABLE, "set takes `parameter` or `name`, not both", [])
+    if "parameter" in params:
+        ctx.require_function("set with `parameter`")
+        wanted = params["parameter"]
+        every = [*node.params.posonly_params, *node.params.params, *node.params.kwonly_params]
+        found = [p for p in every if p.name.value == wanted]
+        if not found:
+            raise ResolveError(Status.MISSING, f"parameter {wanted} of {ctx.qualname}", [])
+        if found[0].default is None:
+            raise ResolveError(Status.NOT_APPLICABLE, f"parameter {wanted} of {ctx.qualname} has no default",
+                               [ctx.line_of(node)])
+        return found[0].default, f"the default of {wanted}"
+    if "name" in params:
+        wanted = params["name"]
+        found = [*ctx.definition.find(m.Assign(targets=[m.AssignTarget(target=m.Name(wanted))])),
+                 *ctx.definition.find(m.AnnAssign(target=m.Name(wanted), value=m.DoNotCare()))]
+        if len(found) != 1:
+            raise ResolveError(Status.MISSING if not found else Status.AMBIGUOUS, f"assignment of {wanted}",
+                               [ctx.line_of(ctx.definition.statement_of(n)) for n in found])
+        return found[0].value, wanted
+    if not isinstance(ctx.definition.node, ast.Assign | ast.AnnAssign):
+        raise ResolveError(Status.NOT_APPLICABLE, f"set needs `parameter` or `name` on {ctx.qualname}, which is a "
+                                                  f"definition, not an assignment", [])
+    stmt = node.body[0]
+    if stmt.value is None:
+        raise ResolveError(Status.NOT_APPLICABLE, f"{ctx.qualname} is annotated but never assigned", [])
+    return stmt.value, ctx.qualname
+
+
+def set_value(ctx: TargetContext, params: dict[str, str]):
+    value, what = _value_node(ctx, params)
+    new = pattern.parse(params["value"], "expression")
+    line = ctx.line_of(ctx.definition.statement_of(value))
+    if list(tokens(new)) == list(tokens(value)):
+        ctx.note(f"{what} is that value already")
+        return line, []
+    return line, [NodeEdit(EXPRESSION, value, new, ctx.owner), marker_edit(ctx, value)]
+
+
+SET = Kind("set", "a new value for an existing binding: the target's own assignment (a module- or class-level "
+           "name), with `parameter` that parameter's default, with `name` the one assignment of that name in "
+           "the target", {"value": Key.EXPRESSION, "parameter": Key.IDENTIFIER, "name": Key.IDENTIFIER},
+           set_value, optional=frozenset({"parameter", "name"}), rewrites=True, any_definition=True, rank=10)

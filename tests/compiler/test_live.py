@@ -1,0 +1,233 @@
+"""The static live-binding rules (issue 20): a target, a member or a keyword is patched only where the
+patched code is what runs. Each table row: a toy source, the spec's transform, and the verdict."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from patchspec.compiler import bindings
+from patchspec.compiler.source import SourceFile
+from tests.compiler.helpers import make_spec, resolve, target
+
+WRAP = {"wrap": {"with": "hook"}}
+
+
+def _verdict(source: str, function: str, transform: dict, branch: str | None = None) -> tuple[str, str]:
+    spec_target = target(function, transform)
+    if branch:
+        spec_target["branch"] = branch
+    plan = resolve(textwrap.dedent(source).lstrip(), make_spec([spec_target]))
+    row = plan.resolved[0]
+    return str(row.status), row.detail
+
+
+@pytest.mark.parametrize("source, function, why", [
+    pytest.param("""
+        def f():
+            return 1
+        f = other
+        """, "f", "f is bound by `f = other` at line 3 after its definition at line 1", id="a later assignment"),
+    pytest.param("""
+        def f():
+            return 1
+        from fast import f
+        """, "f", "`from fast import f` at line 3", id="a later import"),
+    pytest.param("""
+        def f():
+            global f
+            f = g
+            return 1
+        """, "f", "f is rebound at line 3 (`f = g`, through `global` in f, line 1)", id="a function that rebinds itself"),
+    pytest.param("""
+        def f():
+            return 1
+        def setup():
+            global f
+            f = g
+        """, "f", "f is rebound at line 5 (`f = g`, through `global` in setup", id="another function's global rebinding"),
+    pytest.param("""
+        class A:
+            def m(self):
+                return 1
+        A.m = other
+        """, "A.m", "A.m is rebound at line 4 (`A.m = other`)", id="a module-level Class.attr"),
+    pytest.param("""
+        try:
+            from fast import K
+        except ImportError:
+            class K:
+                pass
+        """, "K", "try (line 2: `from fast import K`), except ImportError (line 4: class K)",
+        id="a fallback class another branch binds"),
+    pytest.param("""
+        class A:
+            @property
+            def p(self):
+                return 1
+            p = 2
+        """, "A.p", "p is bound by `p = 2` at line 5", id="a property rebound"),
+])
+def test_a_target_that_is_not_the_live_binding_is_refused_naming_the_binding(source, function, why):
+    status, detail = _verdict(source, function, WRAP)
+    assert status in ("not-live", "target-ambiguous") and why in detail, detail
+
+
+@pytest.mark.parametrize("source, function, branch, line", [
+    pytest.param("""
+        def f():
+            return 1
+        f = deco(f)
+        """, "f", None, 1, id="a rebinding that wraps the definition keeps it live"),
+    pytest.param("""
+        try:
+            from fast import K
+        except ImportError:
+            class K:
+                def m(self):
+                    return 1
+        """, "K.m", "except ImportError", 5, id="a fallback chosen by branch"),
+    pytest.param("""
+        def f():
+            global COUNT
+            COUNT = 1
+        """, "f", None, 1, id="a global rebinding of another name"),
+    pytest.param("""
+        class A:
+            @property
+            def p(self):
+                return 1
+
+            @p.setter
+            def p(self, value):
+                pass
+        """, "A.p", None, 3, id="Class.prop is the getter"),
+    pytest.param("""
+        class A:
+            @property
+            def p(self):
+                return 1
+
+            @p.setter
+            def p(self, value):
+                pass
+
+            @p.deleter
+            def p(self):
+                pass
+        """, "A.p.setter", None, 7, id="Class.prop.setter is the setter"),
+    pytest.param("""
+        class A:
+            @property
+            def p(self):
+                return 1
+
+            @p.deleter
+            def p(self):
+                pass
+        """, "A.p.deleter", None, 7, id="Class.prop.deleter is the deleter"),
+])
+def test_the_live_definition_is_found(source, function, branch, line):
+    assert SourceFile("m.py", textwrap.dedent(source).lstrip()).find(function, branch).lineno == line
+
+
+def test_a_property_getter_takes_an_insert_at_its_return():
+    source = """
+        class A:
+            @property
+            def p(self):
+                return self._p.strip()
+
+            @p.setter
+            def p(self, value):
+                self._p = value
+        """
+    insert = {"insert_before": {"anchor": "return self._p.strip()", "code": "_s.note(self)"}}
+    assert _verdict(source, "A.p", insert)[0] == "ok"
+    assert _verdict(source, "A.p.setter", insert)[0] == "missing"
+
+
+def test_definitions_name_the_setter_as_such():
+    source = SourceFile("m.py", "class A:\n    @property\n    def p(self): ...\n    @p.setter\n    def p(self, v): ...\n")
+    assert [name for name, _ in source.definitions()] == ["A", "A.p", "A.p.setter"]
+
+
+CLASS = """
+    LIMIT = 3
+
+
+    class A:
+        DEFAULT = frozenset(["a"])
+        SIZE = 4
+
+        def __init__(self, remove=DEFAULT, size=LIMIT):
+            self.remove = remove
+            self.cache = {}
+
+        def stream(self):
+            return iter(())
+    A.extra = 1
+    """
+
+
+@pytest.mark.parametrize("transform, why", [
+    pytest.param({"add_attribute": {"name": "DEFAULT", "value": "frozenset()"}},
+                 "A's body reads DEFAULT at line 8 (a default argument of __init__)", id="a default captured"),
+    pytest.param({"add_attribute": {"name": "LIMIT", "value": "5"}},
+                 "reads LIMIT at line 8", id="a module name a default captured"),
+    pytest.param({"add_attribute": {"name": "SIZE", "value": "5"}},
+                 "A already binds SIZE at line 6 (`SIZE = 4`): add_attribute would silently replace it; change an "
+                 "existing binding with the rewrite kinds `set`", id="an attribute the class binds"),
+    pytest.param({"add_method": {"name": "stream", "with": "stream"}},
+                 "A already binds stream at line 12 (def stream)", id="a method the class defines"),
+    pytest.param({"add_method": {"name": "cache", "with": "cache"}},
+                 "`self.cache = ...` in a method", id="a method an instance attribute hides"),
+    pytest.param({"add_attribute": {"name": "extra", "value": "2"}},
+                 "A already binds extra at line 14 (`A.extra = 1`)", id="a module-level Class.attr"),
+])
+def test_a_member_over_an_existing_or_captured_name_is_refused(transform, why):
+    status, detail = _verdict(CLASS, "A", transform)
+    assert status == "not-applicable" and why in detail, detail
+
+
+@pytest.mark.parametrize("transform", [
+    {"add_attribute": {"name": "fresh", "value": "LIMIT + 1"}},
+    {"add_method": {"name": "describe", "with": "describe"}},
+])
+def test_a_new_member_is_added(transform):
+    assert _verdict(CLASS, "A", transform)[0] == "ok"
+
+
+@pytest.mark.parametrize("call, status", [
+    ("make(x, **opts)", "not-applicable"),
+    ("make(x, *rest)", "ok"),
+    ("make(x, key=1)", "ok"),
+])
+def test_a_keyword_that_may_also_arrive_through_double_star_is_refused(call, status):
+    source = f"def f(x, opts, rest):\n    return {call}\n"
+    got, detail = _verdict(source, "f", {"add_argument": {"call": call.split("(")[0] + "(...)", "keyword": "extra",
+                                                          "value": "1"}})
+    assert got == status
+    if status != "ok":
+        assert "also passes **opts, which may hold extra" in detail and "opts.setdefault('extra', ...)" in detail
+
+
+@pytest.mark.parametrize("source, entry, holds", [
+    pytest.param("class A:\n    pass\nA.x = 1\n", "A.x", True, id="a module-level Class.attr is the class's"),
+    pytest.param("class A:\n    pass\nA.x = 1\n", "A.y", False, id="another attribute is not"),
+    pytest.param("try:\n    import ssl\n    E = ssl.SSLError\nexcept ImportError:\n    class E(Exception):\n"
+                 "        pass\n", "E", True, id="a name bound in a try block"),
+])
+def test_uses_reads_the_same_bindings(source, entry, holds):
+    import ast
+
+    (_, problem), = bindings.check([entry], ast.parse(source))
+    assert (problem is None) == holds, problem
+
+
+def test_uses_counts_a_member_the_spec_adds():
+    import ast
+
+    spec = make_spec([target("A", {"add_attribute": {"name": "log", "value": "1"}})])
+    added = bindings.spec_binds(spec)["pkg/mod.py"]
+    assert bindings.check(["A.log"], ast.parse("class A:\n    pass\n"), added) == [("A.log", None)]
