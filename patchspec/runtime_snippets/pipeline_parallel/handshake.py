@@ -124,24 +124,28 @@ def handshake(
         )
         for peer in peers
     ]
-    for peer in peers:
-        got = torch.zeros(_WORDS, dtype=torch.int64)
-        work = dist.irecv(
-            got.view(torch.uint8),
-            group=group.cpu_group,
-            group_src=peer,
-            tag=HANDSHAKE_TAG,
-        )
-        try:
+    theirs = {}
+    try:
+        for peer in peers:
+            got = torch.zeros(_WORDS, dtype=torch.int64)
+            dist.irecv(
+                got.view(torch.uint8),
+                group=group.cpu_group,
+                group_src=peer,
+                tag=HANDSHAKE_TAG,
+            ).wait(timeout)
+            theirs[peer] = dict(zip(_FIELDS, got.tolist()))
+        # before anything is refused: a send dropped unfinished may never arrive
+        for work in sends:
             work.wait(timeout)
-        except RuntimeError as e:
-            raise PipelineHandshakeError(
-                f"pipeline start-up: no handshake from stage {peer} (rank "
-                f"{group.ranks[peer]}) within {timeout_s:g} s: {e}"
-            ) from e
-        _check(mine, dict(zip(_FIELDS, got.tolist())), group.ranks[peer])
-    for work in sends:
-        work.wait(timeout)
+    except RuntimeError as e:
+        missing = [p for p in peers if p not in theirs] or peers
+        raise PipelineHandshakeError(
+            f"pipeline start-up: no handshake with stage {missing[0]} (rank "
+            f"{group.ranks[missing[0]]}) within {timeout_s:g} s: {e}"
+        ) from e
+    for peer, facts in theirs.items():
+        _check(mine, facts, group.ranks[peer])
     _DONE.add(id(group.cpu_group))
     logger.info(
         "pipeline stage %d of %d: handshake with stages %s passed (wire version %d, "
