@@ -9,6 +9,7 @@
 | 4 | check/drift/matrix: the spec does not hold on this root (an anchor or binding needs a human) |
 | 64 | command-line usage error (unknown verb or option, missing argument) |
 | 130 | interrupted (Ctrl-C, SIGTERM); a writing verb rolled back first |
+| 141 | stdout was closed by its reader (``patchspec status | head -0``): ended quietly, as ``git`` does (128 + SIGPIPE) |
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class Exit(enum.IntEnum):
     BROKEN = 4
     USAGE = 64
     INTERRUPTED = 130
+    PIPE = 141
 
 
 def severity_exit(severity: int) -> Exit:

@@ -12,13 +12,13 @@ from pathlib import Path
 
 from patchspec.compiler import bindings, encoding, plan as planner, snippet_api
 from patchspec.compiler.edits import Status
-from patchspec import snippets
-from patchspec.install import installed, state as staterec, txn
+from patchspec import proof, snippets
+from patchspec.install import bytecode, installed, interpreter, state as staterec, txn
 from patchspec.releases import profiles
 from patchspec.errors import Exit, Location, PatchspecError
 from patchspec.model import Spec, package_of
 from patchspec.install.root import Root
-from patchspec.spec import load_spec, load_spec_bytes
+from patchspec.spec import load_spec, load_spec_bytes, spec_text
 
 
 @dataclass
@@ -185,6 +185,7 @@ class ApplyResult:
     files: list[str]
     skipped: list[planner.Resolved] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)   # recovery, dropped stale records, RECORD warnings
+    proof: proof.Proof | None = None                 # the run-time proof, when it ran
 
 
 class PipRecords:
@@ -258,15 +259,19 @@ def _drop_stale(root: Root, state: staterec.State, records: PipRecords, names: l
             _, _, unused = state.drop_spec(name)
             for rel in unused:
                 writes[rel] = None
-                writes.update(_bytecode(root, rel))
+                writes.update(bytecode.removed(root, rel))
             notes.append(f"dropped: the record of {name} ({rec.release}): none of its files is as it wrote them")
     return notes
 
 
 def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = None,
-          lock_timeout: float = 30.0) -> ApplyResult:
+          lock_timeout: float = 30.0, verify: bool = True, python: str | None = None,
+          timeout: float = interpreter.TIMEOUT) -> ApplyResult:
+    """Patch the root; then, where the root's interpreter is known, prove every transform live in it
+    (``proof``), and undo the change as unapply would when one is not. ``verify=False`` skips the proof."""
     root = Root.open(root_path)
     txn.check_writable(root.path)
+    runs = interpreter.find(root.path, python)
     with staterec.locked(root, lock_timeout):
         notes = txn.recover(root)
         state = staterec.load(root)
@@ -282,7 +287,11 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
                 raise PatchspecError(f"spec {spec.name} is applied from another version of the spec or "
                                      f"release ({rec.release}); unapply it first", file=spec_path)
             _verify_unchanged(root, state, spec.name)
-            return ApplyResult(False, rec.files, skipped, notes + [f"warning: {w}" for w in prepared.warnings])
+            notes += [f"warning: {w}" for w in prepared.warnings]
+            shown = None
+            if verify and runs is not None and rec.proof not in (staterec.Proof.LIVE, staterec.Proof.STATIC):
+                shown = _prove_or_undo(root, spec.name, runs, timeout)
+            return ApplyResult(False, rec.files, skipped, notes, shown)
         raise_plan_errors(prepared.plan)
         files = set(prepared.plan.files)
         if not files:
@@ -306,6 +315,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         if sharing:
             texts = patched_texts([*sharing, spec], files, root, state)
         patched = {rel: encoding.encode(texts[rel], root.read_bytes(rel)) for rel in sorted(files)}
+        snippets.check_imports(spec, root, interpreter.finder(runs, root.path))
         runtime = snippets.install_files(spec)
         for rel, data in runtime.items():
             entry = state.snippets.get(rel)
@@ -318,27 +328,76 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
                                      file=str(root.path / rel))
         rec = staterec.SpecRecord(
             spec_path=str(Path(spec_path).resolve()), spec_sha256=spec.sha256,
-            spec_text=_utf8(prepared.raw_spec, spec_path), release=prepared.release,
+            spec_text=spec_text(prepared.raw_spec, spec_path), release=prepared.release,
             profile_path=prepared.profile.path, profile_text=prepared.profile.text,
-            files=sorted(files), snippets=sorted(runtime), packages=records.packages(files), warnings=warnings)
+            files=sorted(files), snippets=sorted(runtime), packages=records.packages(files), warnings=warnings,
+            proof=(staterec.Proof.SKIPPED if not verify else staterec.Proof.NO_INTERPRETER if runs is None
+                   else staterec.Proof.PENDING))
         writes.update(state.add_spec(spec.name, rec, pristine, patched, runtime,
                                      {rel: records.hash(rel) for rel in pristine}))
         writes.update(patched)
+        writes.update(bytecode.rewrites(root, patched, runs))
         writes.update(runtime)
         writes[staterec.STATE_FILE] = state.dump()
         txn.commit(root, writes)
-        return ApplyResult(True, sorted(files), skipped, notes + warnings)
+        shown = _prove_or_undo(root, spec.name, runs, timeout) if rec.proof == staterec.Proof.PENDING else None
+        return ApplyResult(True, sorted(files), skipped, notes + warnings, shown)
 
 
-def _utf8(raw: bytes, where: str) -> str:
-    """The spec's text, kept in the record to rebuild it at unapply: it must be UTF-8 to come back."""
+def _prove_or_undo(root: Root, name: str, runs: interpreter.Interpreter, timeout: float) -> proof.Proof:
+    """The proof as apply's last step, the files committed: record it, or undo the spec when a transform
+    is not live (or the proof cannot run). A kill before it ends leaves the record saying ``pending``."""
+    state = staterec.load(root)
     try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
-        col = exc.start - raw.rfind(b"\n", 0, exc.start)
-        raise PatchspecError(f"spec is not UTF-8 text (byte {raw[exc.start]:#04x}); nothing was written",
-                             file=where, line=line, col=col) from None
+        shown = _prove(root, state, name, runs, timeout)
+    except interpreter.ProbeError as exc:
+        shown, why = None, f"the run-time proof did not run: {exc}"
+    else:
+        first = shown.failed[0] if shown.failed else None
+        why = first and (f"not live: {first.spec} {first.target}#{first.index} {first.kind} {first.function} in "
+                         f"{first.file}: {first.detail}")
+    if why:
+        _unapply_locked(root, name, False, runs)
+        raise PatchspecError(f"{why}; the change was undone (`--no-verify` applies it without the proof)",
+                             file=str(root.path))
+    state.specs[name].proof = staterec.Proof.STATIC if any(r.status == proof.STATIC for r in shown.rows) \
+        else staterec.Proof.LIVE
+    txn.commit(root, {staterec.STATE_FILE: state.dump()})
+    return shown
+
+
+def _prove(root: Root, state: staterec.State, name: str, runs: interpreter.Interpreter,
+           timeout: float) -> proof.Proof:
+    spec = _applied_specs(state, root)[name]
+    plan = planner.resolve([spec], pristine_reader(root, state), root.has_package)
+    return proof.prove(root, spec, plan, state, runs, timeout)
+
+
+def check_snippet_imports(spec: Spec, root_path: str, python: str | None = None) -> None:
+    """Writes nothing: every module the snippet package imports resolves in the root or its interpreter."""
+    root = Root.open(root_path)
+    snippets.check_imports(spec, root, interpreter.finder(interpreter.find(root.path, python), root.path))
+
+
+def verify(spec_name_or_path: str, root_path: str, python: str | None = None,
+           timeout: float = interpreter.TIMEOUT) -> proof.Proof:
+    """Writes nothing: prove every transform of an applied spec live in the root's interpreter."""
+    root = Root.open(root_path)
+    if txn.pending_note(root):
+        raise PatchspecError("an interrupted run left a journal: the files are not as committed; "
+                             f"`patchspec recover --root {root.path}` first", file=str(root.path))
+    state = staterec.load(root)
+    name = _spec_name(spec_name_or_path)
+    if name not in state.specs:
+        raise PatchspecError(f"spec {name} is not applied to this root: nothing to verify", file=str(root.path))
+    runs = interpreter.find(root.path, python)
+    if runs is None:
+        raise PatchspecError("no interpreter runs this root (it is no site-packages of a venv or prefix): "
+                             "name it with --python", file=str(root.path))
+    try:
+        return _prove(root, state, name, runs, timeout)
+    except interpreter.ProbeError as exc:
+        raise PatchspecError(f"the run-time proof did not run: {exc}", file=str(root.path)) from None
 
 
 def _verify_file(root: Root, state: staterec.State, rel: str) -> None:
@@ -360,65 +419,63 @@ class UnapplyResult:
 
 
 def unapply(spec_name_or_path: str, root_path: str, force: bool = False,
-            lock_timeout: float = 30.0) -> UnapplyResult:
+            lock_timeout: float = 30.0, python: str | None = None) -> UnapplyResult:
     """Restore every file the spec patched, byte for byte. A file a reinstall or an upgrade replaced is
     left as it is and its record dropped: bytes of one release are never written into another."""
     root = Root.open(root_path)
     txn.check_writable(root.path)
+    runs = interpreter.find(root.path, python)
     with staterec.locked(root, lock_timeout):
         notes = txn.recover(root)
-        state = staterec.load(root)
-        name = _spec_name(spec_name_or_path)
-        if name not in state.specs:
-            raise PatchspecError(f"spec {name} is not applied to this root", file=str(root.path))
-        records = PipRecords(root)
-        writes: dict[str, bytes | None] = {}
-        statuses = {rel: records.file_status(state, rel) for rel in state.specs[name].files}
-        if not force:
-            for rel, status in statuses.items():
-                if status in (EDITED, MISSING):
-                    _verify_file(root, state, rel)
-        actions = []
-        for rel, status in statuses.items():
-            if status in (REPLACED, REMOVED):
-                state.drop_file(rel)
-                writes[staterec.pristine_path(rel)] = None
-                how = f"replaced by {records.where(rel)}" if status == REPLACED else "removed with its package"
-                actions.append((rel, f"left as it is ({how}); record dropped"))
-        others = _applied_specs(state, root, exclude=name)
-        expected = {rel: state.files[rel].pristine_sha256 for rel in state.specs[name].files}
-        rec, released, unused = state.drop_spec(name)
-        for rel in rec.files:
-            if rel in released:
-                pristine = root.read_bytes(staterec.pristine_path(rel))
-                if staterec.sha256(pristine) != expected[rel]:
-                    raise PatchspecError("pristine copy is missing or altered: the original cannot be restored; "
-                                         "nothing was written", file=str(root.path / staterec.pristine_path(rel)))
-                writes[rel] = pristine
-                writes[staterec.pristine_path(rel)] = None
-                actions.append((rel, "restored"))
-            else:
-                remaining = [others[n] for n in state.files[rel].specs]
-                data = encoding.encode(patched_texts(remaining, {rel}, root, state)[rel],
-                                       root.read_bytes(staterec.pristine_path(rel)))
-                state.files[rel].patched_sha256 = staterec.sha256(data)
-                writes[rel] = data
-                actions.append((rel, f"restored under {', '.join(state.files[rel].specs)}"))
-        for rel in unused:
-            writes[rel] = None
-            writes.update(_bytecode(root, rel))
-        writes[staterec.STATE_FILE] = state.dump()
-        txn.commit(root, writes)
+        actions = _unapply_locked(root, _spec_name(spec_name_or_path), force, runs)
         return UnapplyResult(actions, notes)
 
 
-def _bytecode(root: Root, rel: str) -> dict[str, None]:
-    """Importing the installed snippets leaves ``__pycache__`` beside them; it goes with them."""
-    cache = root.path / rel
-    cache = cache.parent / "__pycache__"
-    stem = Path(rel).stem
-    return {f"{Path(rel).parent.as_posix()}/__pycache__/{pyc.name}": None
-            for pyc in sorted(cache.glob(stem + ".*.pyc"))} if cache.is_dir() else {}
+def _unapply_locked(root: Root, name: str, force: bool, runs: interpreter.Interpreter | None,
+                    ) -> list[tuple[str, str]]:
+    state = staterec.load(root)
+    if name not in state.specs:
+        raise PatchspecError(f"spec {name} is not applied to this root", file=str(root.path))
+    records = PipRecords(root)
+    writes: dict[str, bytes | None] = {}
+    statuses = {rel: records.file_status(state, rel) for rel in state.specs[name].files}
+    if not force:
+        for rel, status in statuses.items():
+            if status in (EDITED, MISSING):
+                _verify_file(root, state, rel)
+    actions = []
+    for rel, status in statuses.items():
+        if status in (REPLACED, REMOVED):
+            state.drop_file(rel)
+            writes[staterec.pristine_path(rel)] = None
+            how = f"replaced by {records.where(rel)}" if status == REPLACED else "removed with its package"
+            actions.append((rel, f"left as it is ({how}); record dropped"))
+    others = _applied_specs(state, root, exclude=name)
+    expected = {rel: state.files[rel].pristine_sha256 for rel in state.specs[name].files}
+    rec, released, unused = state.drop_spec(name)
+    for rel in rec.files:
+        if rel in released:
+            pristine = root.read_bytes(staterec.pristine_path(rel))
+            if staterec.sha256(pristine) != expected[rel]:
+                raise PatchspecError("pristine copy is missing or altered: the original cannot be restored; "
+                                     "nothing was written", file=str(root.path / staterec.pristine_path(rel)))
+            writes[rel] = pristine
+            writes[staterec.pristine_path(rel)] = None
+            actions.append((rel, "restored"))
+        else:
+            remaining = [others[n] for n in state.files[rel].specs]
+            data = encoding.encode(patched_texts(remaining, {rel}, root, state)[rel],
+                                   root.read_bytes(staterec.pristine_path(rel)))
+            state.files[rel].patched_sha256 = staterec.sha256(data)
+            writes[rel] = data
+            actions.append((rel, f"restored under {', '.join(state.files[rel].specs)}"))
+    writes.update(bytecode.rewrites(root, {rel: writes[rel] for rel, _ in actions if rel in writes}, runs))
+    for rel in unused:
+        writes[rel] = None
+        writes.update(bytecode.removed(root, rel))
+    writes[staterec.STATE_FILE] = state.dump()
+    txn.commit(root, writes)
+    return actions
 
 
 def _spec_name(spec_name_or_path: str) -> str:
@@ -452,7 +509,7 @@ def forget(spec_name_or_path: str, root_path: str, lock_timeout: float = 30.0) -
         for rel in unused:
             if staterec.sha256(root.read_bytes(rel)) == snippet_sha[rel]:
                 writes[rel] = None
-                writes.update(_bytecode(root, rel))
+                writes.update(bytecode.removed(root, rel))
                 actions.append((rel, "removed (a snippet file patchspec wrote)"))
             else:
                 actions.append((rel, "left as it is (not as patchspec wrote it)"))
@@ -473,9 +530,27 @@ class CheckResult:
 APPLIED, WOULD_APPLY = "applied", "would-apply"
 
 
+def consistent(root_path: str | Root, compute):
+    """``compute()`` of a read-only verb, read again when a writer started or committed a run meanwhile
+    (``txn.view_token``), so the answer is for one state of the root: the committed one, or with a run
+    under way or interrupted, the root as it was before it."""
+    root = Root.open(root_path)
+    for _attempt in range(3):
+        token = txn.view_token(root)
+        result = compute()
+        if txn.view_token(root) == token:
+            break
+    return result
+
+
 def check(spec_path: str, release: str, root_path: str, only: set[str] | None = None) -> CheckResult:
-    """Writes nothing. With an interrupted run pending, answers for the root as it was before it; a record
-    that an upgrade made stale is answered as ``apply`` will see it (dropped)."""
+    """Writes nothing. With an interrupted run pending, or another process's run under way, answers for
+    the root as it was before it; a record that an upgrade made stale is answered as ``apply`` will see
+    it (dropped)."""
+    return consistent(root_path, lambda: _check(spec_path, release, root_path, only))
+
+
+def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) -> CheckResult:
     root = txn.pending_view(Root.open(root_path))
     pending = txn.pending_note(root)
     notes = [{"type": "recovery", "detail": pending}] if pending else []
@@ -526,9 +601,18 @@ class StatusReport:
     lines: list[str]
 
 
+UNVERIFIED = {staterec.Proof.PENDING: "apply stopped before its run-time proof ended",
+              staterec.Proof.SKIPPED: "applied with --no-verify",
+              staterec.Proof.NO_INTERPRETER: "no interpreter was known to run the root at apply (--python)"}
+
+
 def status(root_path: str) -> StatusReport:
     """Writes nothing: per applied spec, the release it was applied to and, per file, whether it is as
     written, edited by hand, or replaced by another version of its package, with what to do."""
+    return consistent(root_path, lambda: _status(root_path))
+
+
+def _status(root_path: str) -> StatusReport:
     root = txn.pending_view(Root.open(root_path))
     pending = txn.pending_note(root)
     state = staterec.load(root)
@@ -537,7 +621,7 @@ def status(root_path: str) -> StatusReport:
     if pending:
         results.append({"type": "recovery", "detail": pending})
         lines.append(pending)
-        code = Exit.PENDING
+        code = Exit.OK if staterec.writer_active(root) else Exit.PENDING  # under way: the committed state
     todo = {AS_WRITTEN: None,
             EDITED: "`patchspec unapply {spec} --force` restores the original, `patchspec forget {spec}` keeps the file",
             MISSING: "`patchspec unapply {spec} --force` restores the original",
@@ -548,9 +632,15 @@ def status(root_path: str) -> StatusReport:
         now = ", ".join(f"{p} {d.version if d else 'not installed'}" for p in sorted(rec.packages)
                         for d in [records.dist(p)]) or "unknown versions"
         results.append({"type": "status", "spec": name, "release": rec.release, "applied_to": then,
-                        "installed": now, "warnings": rec.warnings})
+                        "installed": now, "warnings": rec.warnings, "proof": rec.proof})
         lines.append(f"{name}: applied for {rec.release} ({then}); installed now: {now}")
         lines += [f"  {w}" for w in rec.warnings]
+        unverified = UNVERIFIED.get(rec.proof)
+        if unverified:
+            lines.append(f"  unverified: {unverified}; `patchspec verify {name} --root {root.path}` shows "
+                         "whether it runs")
+            if rec.proof == staterec.Proof.PENDING:
+                code = max(code, Exit.PENDING)
         for rel in rec.files + rec.snippets:
             state_of = records.file_status(state, rel)
             hint = todo[state_of] and todo[state_of].format(spec=name) + f" --root {root.path}"

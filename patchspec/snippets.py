@@ -1,6 +1,7 @@
 """Snippet packages: checking that a spec calls them correctly, and the files installed into a root."""
 from __future__ import annotations
 
+import ast
 import keyword
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from patchspec.compiler.transforms import KINDS
 from patchspec.compiler.transforms.kind import Hook
 from patchspec.errors import PatchspecError
 from patchspec.model import Spec
+from patchspec.install.root import Root
 
 RUNTIME_INIT = f"{RUNTIME_PACKAGE}/__init__.py"
 RUNTIME_INIT_TEXT = b'"""Runtime snippets installed by patchspec; removed by `patchspec unapply`."""\n'
@@ -104,3 +106,70 @@ def install_files(spec: Spec) -> dict[str, bytes]:
         rel = path.relative_to(base).as_posix()
         files[f"{RUNTIME_PACKAGE}/{spec.snippet_package}/{rel}"] = path.read_bytes()
     return files
+
+
+def imports(spec: Spec) -> list[tuple[str, str, int]]:
+    """``(module, file, line)`` of every import the snippet package runs when it is imported: the
+    unconditional module-level ones of each file (not under ``if``/``try``, where an import may be
+    optional, nor in functions, which run only when called); relative ones named absolutely."""
+    if spec.snippet_package is None:
+        return []
+    base = package_dir(spec)
+    out = []
+    for path in sorted(base.rglob("*.py")):
+        rel = path.relative_to(base)
+        package = [RUNTIME_PACKAGE, spec.snippet_package, *rel.parent.parts]
+        try:
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+        except SyntaxError as exc:
+            raise PatchspecError(f"snippet file is not valid Python: {exc.msg}", file=str(path),
+                                 line=exc.lineno) from None
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Import):
+                out += [(a.name, str(path), stmt.lineno) for a in stmt.names]
+            elif isinstance(stmt, ast.ImportFrom) and stmt.module != "__future__":
+                if stmt.level:
+                    anchor = ".".join(package[:len(package) - stmt.level + 1])
+                    out.append((f"{anchor}.{stmt.module}" if stmt.module else anchor, str(path), stmt.lineno))
+                else:
+                    out.append((stmt.module, str(path), stmt.lineno))
+    return out
+
+
+def unresolved_imports(spec: Spec, root: Root, find_missing) -> list[tuple[str, str, int]]:
+    """The imports of ``imports`` that resolve neither in the root (with the snippet package installed
+    in it) nor through ``find_missing`` (top-level names -> those the root's interpreter cannot find)."""
+    own = f"{RUNTIME_PACKAGE}.{spec.snippet_package}"
+    outside, missing = [], []
+    for module, file, line in imports(spec):
+        top, *rest = module.split(".")
+        if top == RUNTIME_PACKAGE:
+            mine = module == own or module.startswith(own + ".")
+            if not mine or not _module_in(package_dir(spec), module.split(".")[2:]):
+                missing.append((module, file, line))
+        elif root.has_package(top):
+            if not _module_in(root.path / top, rest):
+                missing.append((module, file, line))
+        else:
+            outside.append((module, file, line))
+    gone = set(find_missing(sorted({m.split(".")[0] for m, _, _ in outside}))) if outside else set()
+    return sorted(missing + [i for i in outside if i[0].split(".")[0] in gone], key=lambda i: (i[1], i[2]))
+
+
+def _module_in(base: Path, parts: list[str]) -> bool:
+    """Whether dotted ``parts`` under package directory ``base`` name a module or package."""
+    if not parts:
+        return base.is_dir() or base.with_suffix(".py").is_file()
+    path = base.joinpath(*parts)
+    return (path / "__init__.py").is_file() or path.with_suffix(".py").is_file() or path.is_dir()
+
+
+def check_imports(spec: Spec, root: Root, find_missing) -> None:
+    """Refuse, in one line, a snippet package whose import would fail in the patched root."""
+    missing = unresolved_imports(spec, root, find_missing)
+    if missing:
+        module, file, line = missing[0]
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise PatchspecError(f"snippet package {spec.snippet_package} imports {module}, which is neither under "
+                             f"the root nor installed for its interpreter{more}: importing any patched module "
+                             "would fail; install it or drop the import; nothing was written", file=file, line=line)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import keyword
 from importlib import resources
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import jsonschema
 
 from patchspec.compiler import pattern
 from patchspec.compiler.transforms import KINDS, transform_schema
+from patchspec.compiler.transforms.kind import Key
 from patchspec import yamlloc
 from patchspec.errors import PatchspecError
 from patchspec.model import Loc, ObsoleteWhen, Spec, Target, Transform
@@ -79,8 +81,20 @@ def load_spec(path: str | Path) -> Spec:
     return load_spec_bytes(raw, file)
 
 
+def spec_text(raw: bytes, where: str) -> str:
+    """The spec's text: UTF-8, or refused at the line:col of the first byte that is not (a replacement
+    character would otherwise slip into the code it inserts)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        col = exc.start - raw.rfind(b"\n", 0, exc.start)
+        raise PatchspecError(f"spec is not UTF-8 text (byte {raw[exc.start]:#04x}); nothing was written",
+                             file=where, line=line, col=col) from None
+
+
 def load_spec_bytes(raw: bytes, file: str) -> Spec:
-    data = yamlloc.load(raw.decode("utf-8", errors="replace"), file)
+    data = yamlloc.load(spec_text(raw, file), file)
     if not isinstance(data, dict):
         raise PatchspecError("a spec is a YAML mapping", file=file, line=1, col=1)
     if "releases" in data:
@@ -135,6 +149,10 @@ def check_transform_syntax(transform: Transform) -> None:
     for key, value in transform.params.items():
         if key in forms:
             _check_pattern(value, forms[key], transform.at(key))
+        elif kind.keys.get(key) in (Key.IDENTIFIER, Key.HOOK) and isinstance(value, str) and keyword.iskeyword(value):
+            where = transform.at(key)
+            raise PatchspecError(f"{key}: {value!r} is a Python keyword, not a name", file=where.file,
+                                 line=where.line, col=where.col)
 
 
 def _check_pattern(text: str, form: str, where: Loc) -> None:

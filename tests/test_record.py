@@ -114,3 +114,135 @@ def test_a_file_another_spec_patched_and_then_edited_is_refused(site, tmp_path, 
     code, out = record(capsys, "second", "--root", str(site), "--dir", str(tmp_path / "two"))
     assert code == 2 and "is patched by first and was edited since" in out
     assert not (tmp_path / "two").exists()
+
+
+# --- the nine CVE fixes: --from the fixed release onto the vulnerable one --------------------------
+
+FIXES = {
+    "requests": ("requests==2.30.0", "requests==2.31.0", ["requests/sessions.py:SessionRedirectMixin.rebuild_proxies"]),
+    "urllib3-cookie": ("urllib3==2.0.5", "urllib3==2.0.6", [
+        "urllib3/util/retry.py:Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT", "urllib3/util/retry.py:Retry.__init__"]),
+    "urllib3-303": ("urllib3==2.0.6", "urllib3==2.0.7", [
+        "urllib3/connectionpool.py:HTTPConnectionPool.urlopen", "urllib3/poolmanager.py:PoolManager.urlopen",
+        "urllib3/_collections.py:HTTPHeaderDict._prepare_for_method_change"]),
+    "urllib3-proxy-auth": ("urllib3==2.2.1", "urllib3==2.2.2", [
+        "urllib3/util/retry.py:Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT"]),
+    "jinja2-space": ("jinja2==3.1.2", "jinja2==3.1.3", ["jinja2/filters.py:do_xmlattr", "jinja2/filters.py:_space_re"]),
+    "jinja2-solidus": ("jinja2==3.1.3", "jinja2==3.1.4", [
+        "jinja2/filters.py:do_xmlattr", "jinja2/filters.py:_attr_key_re"]),
+    "idna": ("idna==3.6", "idna==3.7", ["idna/core.py:valid_contextj", "idna/core.py:check_label",
+                                        "idna/core.py:alabel", "idna/idnadata.py:joining_types"]),
+    "tqdm": ("tqdm==4.66.2", "tqdm==4.66.3", ["tqdm/cli.py:cast"]),
+    "sqlparse": ("sqlparse==0.4.4", "sqlparse==0.5.0", ["sqlparse/sql.py:TokenList.flatten"]),
+}
+DEFAULT_SLICE = {"requests", "urllib3-cookie", "tqdm", "sqlparse"}   # replace, set, replace/remove, guard
+
+
+@pytest.mark.parametrize("fix", [pytest.param(f, marks=pytest.mark.record_all(default=f in DEFAULT_SLICE))
+                                 for f in FIXES])
+def test_record_from_upstream_drafts_a_spec_that_applies_and_fixes_the_vulnerable_release(fix, tmp_path, capsys):
+    from tests.record.behaviour import fixed
+
+    vulnerable, upstream, targets = FIXES[fix]
+    release = pypi_root(vulnerable)
+    pypi_root(upstream)
+    root = tmp_path / "site"
+    shutil.copytree(release, root, ignore=shutil.ignore_patterns(".complete"))
+    assert not fixed(root, fix)
+    args = ["rec", "--root", str(root), "--from", upstream, "--dir", str(tmp_path / "fix")]
+    code, out = record(capsys, *args, *[a for t in targets for a in ("--target", t)])
+    assert code == 0, out
+    spec = str(tmp_path / "fix" / "rec.yaml")
+    assert main(["check", spec, "--root", str(root)]) == 1   # drafted, the root untouched
+    assert main(["apply", spec, "--root", str(root)]) == 0
+    assert main(["check", spec, "--root", str(root)]) == 0
+    assert fixed(root, fix)
+    changed = {t.split(":")[0] for t in targets}
+    assert main(["unapply", "rec", "--root", str(root)]) == 0
+    for rel in changed:
+        assert (root / rel).read_bytes() == (release / rel).read_bytes()
+    assert not fixed(root, fix)
+
+
+def test_the_cve_2023_32681_change_edited_by_hand_into_requests_2_30_0_is_recorded_and_replaced(
+        site, tmp_path, capsys, requests_230):
+    """A new user's edit: upstream's comment lines and its new test, typed into the installed file."""
+    from tests.record.behaviour import fixed
+
+    assert not fixed(site, "requests")
+    edited = edit(site, SESSIONS, "        if username and password:\n",
+                  "        # urllib3 handles proxy authorization for us in the standard adapter.\n"
+                  "        # Avoid appending this to TLS tunneled requests where it may be leaked.\n"
+                  "        if not scheme.startswith('https') and username and password:\n")
+    assert fixed(site, "requests")
+    code, out = record(capsys, "proxy-auth-tls", "--root", str(site), "--dir", str(tmp_path / "fix"))
+    assert code == 0, out
+    (target,) = spec_of(tmp_path / "fix", "proxy-auth-tls")["targets"]
+    assert target["transforms"] == [{"replace": {"pattern": "username and password",
+                                                 "by": "not scheme.startswith('https') and username and password"}}]
+    spec = str(tmp_path / "fix" / "proxy-auth-tls.yaml")
+    assert main(["check", spec, "--root", str(site)]) == 0
+    assert (site / SESSIONS).read_bytes() != edited   # the spec's marked text, not the edit's bytes
+    assert fixed(site, "requests")
+    assert main(["unapply", "proxy-auth-tls", "--root", str(site)]) == 0
+    assert (site / SESSIONS).read_bytes() == (requests_230 / SESSIONS).read_bytes()
+    assert not fixed(site, "requests")
+
+
+def test_a_root_with_another_spec_applied_records_an_edit_of_another_file(site, tmp_path, capsys, requests_230):
+    edit(site, SESSIONS, "        if username and password:\n",
+         "        if scheme.startswith('https'): username = None\n        if username and password:\n")
+    assert record(capsys, "first", "--root", str(site), "--dir", str(tmp_path / "one"))[0] == 0
+    edit(site, "requests/utils.py", "    proxy_keys = [\n", "    scheme = scheme.lower()\n    proxy_keys = [\n")
+    code, out = record(capsys, "second", "--root", str(site), "--dir", str(tmp_path / "two"))
+    assert code == 0, out
+    (target,) = spec_of(tmp_path / "two", "second")["targets"]
+    assert (target["file"], target["function"]) == ("requests/utils.py", "select_proxy")
+    for name, spec in (("first", tmp_path / "one" / "first.yaml"), ("second", tmp_path / "two" / "second.yaml")):
+        assert main(["check", str(spec), "--root", str(site)]) == 0
+    for name in ("second", "first"):
+        assert main(["unapply", name, "--root", str(site)]) == 0
+    for rel in (SESSIONS, "requests/utils.py"):
+        assert (site / rel).read_bytes() == (requests_230 / rel).read_bytes()
+
+
+def test_a_release_the_index_has_no_wheel_or_sdist_of_is_one_line(site, tmp_path, capsys):
+    metadata = next(site.glob("requests-*.dist-info")) / "METADATA"
+    metadata.write_text(metadata.read_text().replace("Version: 2.30.0", "Version: 2.30.0.post987", 1))
+    edit(site, SESSIONS, "        if username and password:\n",
+         "        if scheme.startswith('https'): username = None\n        if username and password:\n")
+    code, out = record(capsys, "gone", "--root", str(site), "--dir", str(tmp_path / "fix"))
+    assert code == 2 and len(out.strip().splitlines()) == 1
+    assert "requests 2.30.0.post987's own files from the index (its wheel or sdist) and there are none" in out
+    assert not (tmp_path / "fix").exists()
+
+
+def test_from_with_before_carries_upstreams_change_onto_an_older_release(tmp_path, capsys):
+    from tests.record.behaviour import fixed
+
+    release = pypi_root("requests==2.28.2")
+    root = tmp_path / "site"
+    shutil.copytree(release, root, ignore=shutil.ignore_patterns(".complete"))
+    code, out = record(capsys, "carried", "--root", str(root), "--from", "requests==2.31.0", "--before", "2.30.0",
+                       "--target", f"{SESSIONS}:SessionRedirectMixin.rebuild_proxies", "--dir", str(tmp_path / "fix"))
+    assert code == 0, out
+    assert (tmp_path / "fix" / "releases" / "requests-2.28.2.yaml").is_file()
+    assert main(["apply", str(tmp_path / "fix" / "carried.yaml"), "--root", str(root)]) == 0
+    assert fixed(root, "requests")
+
+
+def test_from_names_what_upstream_left_as_it_was_and_refuses_what_no_transform_says(tmp_path, capsys):
+    release = pypi_root("urllib3==2.2.1")
+    pypi_root("urllib3==2.2.2")
+    root = tmp_path / "site"
+    shutil.copytree(release, root, ignore=shutil.ignore_patterns(".complete"))
+    retry = "urllib3/util/retry.py"
+    code, out = record(capsys, "cap", "--root", str(root), "--from", "urllib3==2.2.2", "--dir", str(tmp_path / "a"),
+                       "--target", f"{retry}:Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT", "--target", f"{retry}:Retry.__init__")
+    assert code == 0, out
+    assert f"note: {retry}:Retry.__init__: the change leaves it as it was; nothing to carry" in out
+    code, out = record(capsys, "new", "--root", str(root), "--from", "urllib3==2.2.2", "--dir", str(tmp_path / "b"),
+                       "--target", f"{retry}:Retry.new")
+    assert code == 2 and len(out.strip().splitlines()) == 1
+    assert "Retry.new: its return annotation changed (lines 247-" in out and "nothing was written" in out
+    assert not (tmp_path / "b").exists()

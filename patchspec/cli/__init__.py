@@ -2,7 +2,7 @@
 
 Exit codes (one table for every verb, see ``patchspec.errors``): 0 ok or applied, 1 would apply or drift
 that still applies, 2 user error, 3 internal error, 4 the spec does not hold on the root, 64 usage error,
-130 interrupted. An error is one line, ``patchspec: file:line:col: what is wrong``; ``--debug`` adds the
+130 interrupted, 141 stdout closed by its reader. An error is one line, ``patchspec: file:line:col: what is wrong``; ``--debug`` adds the
 traceback of an internal error.
 """
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import traceback
 from dataclasses import dataclass, field
@@ -61,6 +62,14 @@ def _root_args(parser: argparse.ArgumentParser, only: bool = True) -> None:
                             help="patch only the targets of this top-level package (repeatable)")
 
 
+def _python_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--python", help="the interpreter that runs the root (default: the venv or prefix the "
+                                         "root is the site-packages of)")
+    parser.add_argument("--timeout", type=_seconds, default=300.0, metavar="SECONDS",
+                        help="how long the root's interpreter may take to import the patched modules "
+                             "(default 300)")
+
+
 def _lock_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lock-timeout", type=_seconds, default=30.0, metavar="SECONDS",
                         help="how long to wait for another patchspec writing to the root (default 30)")
@@ -81,10 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = verb("compile", "resolve every anchor, print the plan and the drift report; writes nothing to the root")
     _spec_arg(p), _release_arg(p), _root_args(p)
     p.add_argument("-o", "--output", help="write the patched files under this directory")
-    p = verb("apply", "patch the root in place, all files or none")
-    _spec_arg(p), _release_arg(p), _root_args(p), _lock_arg(p)
+    p = verb("apply", "patch the root in place, all files or none; then prove every transform live in the "
+                      "root's interpreter (undone when one is not)")
+    _spec_arg(p), _release_arg(p), _root_args(p), _lock_arg(p), _python_args(p)
+    p.add_argument("--no-verify", action="store_true", help="skip the run-time proof (status says unverified)")
     p = verb("unapply", "restore every file the spec patched, byte for byte")
     _spec_arg(p), _root_args(p, only=False), _lock_arg(p)
+    p.add_argument("--python", help="the interpreter that runs the root, to recompile its byte code "
+                                    "(default: the root's venv or prefix)")
     p.add_argument("--force", action="store_true", help="restore even files edited since apply")
     p = verb("status", "per applied spec: its release, and whether each file is as written, edited by hand "
                        "or replaced by another version of its package, with what to do; writes nothing")
@@ -101,10 +114,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="colour the diff (auto: when printing to a terminal)")
     p.add_argument("--patched-only", action="store_true",
                    help="leave out the snippet files that apply installs (the diff is then not complete)")
+    p = verb("verify", "prove every transform of an applied spec live: import each patched module in the "
+                       "root's interpreter and show the transform on the object its live name leads to; "
+                       "0 all live, 4 one is not; writes nothing")
+    _spec_arg(p), _root_args(p, only=False), _python_args(p)
     p = verb("validate", "check the spec against the schema and its snippet package; with --root, also that it "
                          "holds there (the verdict compile, check and apply give)")
     _spec_arg(p), _release_arg(p)
     p.add_argument("--root", help="a root to check the spec on: every target, anchor and name its code reads")
+    p.add_argument("--python", help="with --root: the interpreter that runs it, which must find every module "
+                                    "the snippet package imports (default: the root's venv or prefix)")
     _add_drift_verbs(verb, verbs, common)
     p = verb("demo", "show a spec at work on a release fetched from PyPI, then undo it byte for byte", (debug,))
     p.add_argument("--pypi", default="vllm==0.30.0", metavar="NAME==VERSION",
@@ -179,11 +198,32 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``| head -0``): end quietly with SIGPIPE's status, as ``git`` does,
+    and point stdout at /dev/null so that the interpreter's last flush does not complain."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return Exit.PIPE
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         _locate_specs(args)
         outcome = VERBS[args.verb](args)
+    except BrokenPipeError:
+        raise
     except PatchspecError as exc:
         return _fail(args, exc.exit_code, str(exc), exc.to_json())
     except KeyboardInterrupt:
@@ -198,13 +238,14 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for line in outcome.lines:
             print(line)
+    sys.stdout.flush()
     return outcome.exit
 
 
 def _locate_specs(args) -> None:
     from patchspec.spec import locate
 
-    if args.verb in ("unapply", "forget"):  # take an applied spec's name too
+    if args.verb in ("unapply", "forget", "verify"):  # take an applied spec's name too
         return
     if isinstance(getattr(args, "spec", None), str):
         args.spec = locate(args.spec)
@@ -268,7 +309,8 @@ def _notes(notes: list[str]) -> Outcome:
 
 
 def cmd_apply(args) -> Outcome:
-    result = ops.apply(args.spec, args.release, args.root, _only(args), args.lock_timeout)
+    result = ops.apply(args.spec, args.release, args.root, _only(args), args.lock_timeout,
+                       verify=not args.no_verify, python=args.python, timeout=args.timeout)
     out = _notes(result.notes)
     for r in result.skipped:
         out.results.append({**_row(r), "status": "skipped"})
@@ -277,11 +319,40 @@ def cmd_apply(args) -> Outcome:
     for rel in result.files:
         out.results.append({"type": "file", "path": rel, "action": action})
         out.lines.append(f"{'patched' if result.changed else 'already applied, unchanged'}: {rel}")
+    if result.proof is not None:
+        shown = _proof(result.proof)
+        out.results += shown.results
+        out.lines += [line for line in shown.lines[:-1] if not line.startswith("live: ")]
+        out.lines.append(f"verified: {shown.lines[-1]}")
+    elif result.changed:
+        out.lines.append("unverified: " + ("--no-verify" if args.no_verify else "no interpreter is known to run "
+                                          "the root; `patchspec verify SPEC --root R --python P` proves it"))
     return out
 
 
+def _proof(shown) -> Outcome:
+    """The proof's rows, its modules, and a last line counting them."""
+    from patchspec import proof
+
+    out = Outcome(Exit.BROKEN if shown.failed else Exit.OK)
+    out.results += [{"type": "module", **m} for m in shown.modules]
+    out.results += [_row(r) for r in shown.rows]
+    out.lines += [f"{m['status']}: {m['module']} ({m['detail']})" for m in shown.modules
+                  if m["status"] != "imported"]
+    out.lines += [f"{r.status}: {r.spec} {r.target}#{r.index} {r.kind} {r.function} in {r.file} ({r.detail})"
+                  for r in shown.rows]
+    count = {s: sum(r.status == s for r in shown.rows) for s in (proof.LIVE, proof.STATIC, proof.NOT_LIVE)}
+    out.lines.append(f"{count[proof.LIVE]} live, {count[proof.STATIC]} shown statically, "
+                     f"{count[proof.NOT_LIVE]} not live, in {shown.interpreter}")
+    return out
+
+
+def cmd_verify(args) -> Outcome:
+    return _proof(ops.verify(args.spec, args.root, args.python, args.timeout))
+
+
 def cmd_unapply(args) -> Outcome:
-    result = ops.unapply(args.spec, args.root, args.force, args.lock_timeout)
+    result = ops.unapply(args.spec, args.root, args.force, args.lock_timeout, args.python)
     return _files(_notes(result.notes), result.actions)
 
 
@@ -344,6 +415,7 @@ def cmd_validate(args) -> Outcome:
     if args.root:
         prepared = ops.prepare(args.spec, args.release, args.root)
         ops.compile_spec(prepared)   # refuses as compile, check and apply do
+        ops.check_snippet_imports(spec, args.root, args.python)
         where = f"; holds on {args.root} (release {prepared.release})"
     return Outcome(Exit.OK, [{"type": "spec", "spec": spec.name, "targets": len(spec.targets),
                               "transforms": count}],
@@ -442,7 +514,7 @@ def cmd_demo(args) -> Outcome:
 
 VERBS = {"compile": cmd_compile, "apply": cmd_apply, "unapply": cmd_unapply, "check": cmd_check,
          "status": cmd_status, "recover": cmd_recover, "forget": cmd_forget, "diff": cmd_diff,
-         "validate": cmd_validate, "drift": cmd_drift, "matrix": cmd_matrix,
+         "validate": cmd_validate, "verify": cmd_verify, "drift": cmd_drift, "matrix": cmd_matrix,
          "profile": cmd_profile, "init": cmd_init, "record": cmd_record, "demo": cmd_demo}
 
 

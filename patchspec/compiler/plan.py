@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from patchspec.compiler import lint
+from patchspec.compiler import lint, rewrite
 from patchspec.compiler.edits import LineEdit, NodeEdit, ResolveError, Status, marked_line
 from patchspec.compiler.emit import render_fragment, splice
 from patchspec.compiler.source import SourceError, SourceFile, TargetAmbiguous, TargetNotLive
@@ -244,7 +244,7 @@ def _check_rewrites(rows: list[Resolved], definitions: dict) -> None:
         if not edit.action.rewrites:
             continue
         definition = definitions[(r.file, r.function)]
-        inside = _subtree(edit.node)
+        inside = rewrite.subtree(edit.node)
         around = {id(n) for n in definition.ancestors(edit.node)} - {id(definition.fragment.node)}
         for other, theirs in placed:
             if other.spec == r.spec or id(theirs.node) == id(definition.fragment.node):
@@ -256,15 +256,3 @@ def _check_rewrites(rows: list[Resolved], definitions: dict) -> None:
                     f"spec {r.spec} ({r.target}#{r.index}, {r.kind}) would change what spec {other.spec} "
                     f"({other.target}#{other.index}, {other.kind}) is anchored on at line {other.line}: they "
                     f"cannot both apply", r.file, r.line, [loc for loc in (other.spec_loc, r.spec_loc) if loc])
-
-
-def _subtree(node: cst.CSTNode) -> set[int]:
-    found: set[int] = set()
-
-    class Collect(cst.CSTVisitor):
-        def on_visit(self, child: cst.CSTNode) -> bool:
-            found.add(id(child))
-            return True
-
-    node.visit(Collect())
-    return found

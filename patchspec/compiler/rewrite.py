@@ -143,3 +143,16 @@ def fill_run(guard: cst.BaseCompoundStatement, run: list[cst.BaseStatement]) -> 
     lead = run[0].leading_lines if run else ()
     run = [run[0].with_changes(leading_lines=()), *run[1:]] if run else [cst.SimpleStatementLine([cst.Pass()])]
     return guard.with_changes(body=block.with_changes(body=tuple(run)), leading_lines=lead)
+
+
+def subtree(node: cst.CSTNode) -> set[int]:
+    """The ids of ``node`` and every node under it."""
+    found: set[int] = set()
+
+    class Collect(cst.CSTVisitor):
+        def on_visit(self, child: cst.CSTNode) -> bool:
+            found.add(id(child))
+            return True
+
+    node.visit(Collect())
+    return found

@@ -281,3 +281,71 @@ def _evaluated(stmt: ast.stmt):
                     for d in stmt.decorator_list + stmt.bases + [k.value for k in stmt.keywords])
         return
     yield stmt, f"`{statement_text(stmt)}`"
+
+
+_READS = frozenset({"get", "items", "keys", "values", "copy", "pop", "update", "setdefault"})
+
+
+def literal_keys(func: ast.AST, name: str) -> set[str] | None:
+    """The keys the local dict ``name`` of a function can hold, when the function builds it from
+    literals only (``name = {"k": v}`` / ``dict(k=v)``, ``name.update({...})``, ``name["k"] = v``,
+    ``name.setdefault("k", v)``) and passes it nowhere but ``**name``; None when that cannot be told (a
+    parameter, an attribute, a key computed at run time, the dict handed to other code)."""
+    if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+        return None
+    if name in {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}:
+        return None
+    keys: set[str] = set()
+    allowed: set[int] = set()   # Name nodes whose use is accounted for
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            found = _literal_mapping(node.value)
+            if found is None or len(node.targets) != 1:
+                return None
+            keys |= found
+            allowed.add(id(node.targets[0]))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is(node.func.value, name):
+            if node.func.attr not in _READS:
+                return None
+            allowed.add(id(node.func.value))
+            if node.func.attr == "update":
+                found = _literal_mapping(ast.Call(ast.Name("dict"), node.args, node.keywords))
+                if found is None:
+                    return None
+                keys |= found
+            elif node.func.attr == "setdefault":
+                if not node.args or not _is_str(node.args[0]):
+                    return None
+                keys.add(node.args[0].value)
+        elif isinstance(node, ast.Subscript) and _is(node.value, name):
+            allowed.add(id(node.value))
+            if isinstance(node.ctx, ast.Store):
+                if not _is_str(node.slice):
+                    return None
+                keys.add(node.slice.value)
+        elif isinstance(node, ast.keyword) and node.arg is None and _is(node.value, name):
+            allowed.add(id(node.value))
+    uses = [n for n in ast.walk(func) if isinstance(n, ast.Name) and n.id == name]
+    if not uses or any(id(n) not in allowed for n in uses):
+        return None
+    return keys
+
+
+def _is(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _is_str(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _literal_mapping(node: ast.AST) -> set[str] | None:
+    """The keys of ``{"k": v}`` or ``dict(k=v)`` (``dict({"k": v})`` too); None for anything else."""
+    if isinstance(node, ast.Dict):
+        return {k.value for k in node.keys} if all(k is not None and _is_str(k) for k in node.keys) else None
+    if isinstance(node, ast.Call) and _is(node.func, "dict"):
+        if any(k.arg is None for k in node.keywords) or len(node.args) > 1:
+            return None
+        inner = _literal_mapping(node.args[0]) if node.args else set()
+        return None if inner is None else inner | {k.arg for k in node.keywords}
+    return None

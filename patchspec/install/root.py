@@ -41,6 +41,15 @@ class Root:
             raise PatchspecError(f"path {rel!r} leaves the root", file=str(self.path))
         real = Path(os.path.realpath(self.path / norm))
         if real == self.path or self.path not in real.parents:
+            link = next((self.path / p for p in _prefixes(norm) if (self.path / p).is_symlink()), None)
+            if link is not None:
+                raise PatchspecError(
+                    f"{link.relative_to(self.path).as_posix()} is a symbolic link out of the root: {rel!r} "
+                    f"resolves outside the root (to {real}); the "
+                    f"package's files are linked in from elsewhere, as `uv pip install --link-mode=symlink` installs "
+                    f"them, and patching one would change every environment sharing it; reinstall the package "
+                    f"with files of its own (`uv pip install --link-mode=copy --reinstall ...`, or pip), then apply",
+                    file=str(self.path))
             raise PatchspecError(f"path {rel!r} resolves outside the root (to {real})", file=str(self.path))
         return real.relative_to(self.path).as_posix()
 
@@ -116,3 +125,9 @@ class DistInfo:
                 digest = base64.urlsafe_b64decode(parts[1][7:] + "=" * (-len(parts[1][7:]) % 4))
                 out[posixpath.normpath(parts[0])] = digest.hex()
         return out
+
+
+def _prefixes(norm: str) -> list[str]:
+    """``a``, ``a/b``, ``a/b/c`` of ``a/b/c``: each path a link on the way could be."""
+    parts = norm.split("/")
+    return ["/".join(parts[:n]) for n in range(1, len(parts) + 1)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import enum
 import errno
 import fcntl
 import functools
@@ -30,7 +31,17 @@ from patchspec.install.root import STATE_DIR, Root
 STATE_FILE = f"{STATE_DIR}/state.json"
 PRISTINE_DIR = f"{STATE_DIR}/pristine"
 LOCK_FILE = f"{STATE_DIR}/lock"
-VERSION = 1
+VERSION = 2   # 2: each spec's ``proof``; a version 1 record reads as one whose proof never ran
+
+
+class Proof(enum.StrEnum):
+    """Where a spec's run-time proof stands (``patchspec verify``, apply's last step)."""
+
+    PENDING = "pending"                # written, the proof not finished: apply was stopped in between
+    LIVE = "live"                      # every transform shown live in the root's interpreter
+    STATIC = "static"                  # live where importable; the rest shown statically (named why)
+    SKIPPED = "skipped"                # applied with --no-verify
+    NO_INTERPRETER = "no-interpreter"  # no interpreter is known to run the root
 
 
 def sha256(data: bytes | None) -> str | None:
@@ -73,6 +84,7 @@ class SpecRecord:
     snippets: list[str]
     packages: dict[str, PackageRecord] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    proof: Proof | None = None      # None: a version 1 record, written before the proof existed
 
 
 @functools.cache
@@ -95,7 +107,8 @@ class State:
             raise PatchspecError(f"state record is not one patchspec wrote ({path}: {exc.message}); "
                                  "nothing was written", file=where) from None
         specs = {name: SpecRecord(**{**rec, "packages": {p: PackageRecord(**v)
-                                                          for p, v in rec.get("packages", {}).items()}})
+                                                          for p, v in rec.get("packages", {}).items()},
+                                     "proof": Proof(rec["proof"]) if rec.get("proof") else None})
                  for name, rec in data["specs"].items()}
         return cls(specs, {rel: FileRecord(**rec) for rel, rec in data["files"].items()},
                    {rel: SnippetRecord(**rec) for rel, rec in data["snippets"].items()})
@@ -155,6 +168,22 @@ def load(root: Root) -> State:
     except ValueError as exc:
         raise PatchspecError(f"state record is unreadable: {exc}; nothing was written", file=where) from None
     return State.from_json(data, where)
+
+
+def writer_active(root: Root) -> bool:
+    """Whether another process holds the root's lock (an apply or unapply under way), found without taking
+    the lock for writing and without creating the lock file (a read-only verb writes nothing)."""
+    try:
+        handle = open(root.path / LOCK_FILE, "rb")
+    except OSError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            return exc.errno in (errno.EAGAIN, errno.EACCES)
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return False
 
 
 @contextlib.contextmanager

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from patchspec.errors import Exit, PatchspecError
 from patchspec.install.root import STATE_DIR, Root
+from patchspec.install.state import STATE_FILE, writer_active
 
 JOURNAL = f"{STATE_DIR}/journal.json"
 SAVED_DIR = f"{STATE_DIR}/txn"
@@ -304,11 +305,28 @@ def pending_view(root: Root) -> Root:
 
 
 def pending_note(root: Root) -> str | None:
-    """The line read-only verbs print while an interrupted run waits for ``recover``."""
+    """The line read-only verbs print while another process's run is under way (it holds the lock), or
+    while an interrupted run waits for ``recover``."""
+    if writer_active(root):
+        return ("in progress: another patchspec is applying or unapplying on this root (it holds the lock); "
+                "answers are for the committed state, as the root was before that run")
     if not (root.path / JOURNAL).exists():
         return None
     return (f"pending: an interrupted run left a journal; answers are for the root as it was before it; "
             f"`patchspec recover --root {root.path}` (or the next apply/unapply) rolls it back")
+
+
+def view_token(root: Root) -> tuple:
+    """What changes when a writer starts or commits a run (its journal, the state record): a read-only
+    verb that read the root while this changed reads it again, so that it never answers from a mix."""
+    out = []
+    for rel in (JOURNAL, STATE_FILE):
+        try:
+            st = os.stat(root.path / rel)
+            out.append((st.st_ino, st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
 
 
 def _clean_up(root: Root, ops: list[_Op]) -> None:

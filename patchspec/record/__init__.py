@@ -16,7 +16,7 @@ from pathlib import Path
 from patchspec.errors import PatchspecError
 from patchspec.record import change as changes, draft as drafting, prove
 from patchspec.record.diff import Drafted
-from patchspec.record.targets import FileDraft, needed_imports, snippet_imports
+from patchspec.record.targets import FileDraft, locate, needed_imports, snippet_imports
 from patchspec.install.root import Root
 
 
@@ -74,7 +74,7 @@ def _draft(name: str, change: changes.Change) -> drafting.Draft:
         if wanted or from_snippet:
             imports[item.rel] = list(dict.fromkeys(wanted + from_snippet))
         for qualname in files.snippet_names:
-            code = item.new.code(_located(item.new, qualname))
+            code = item.new.code(locate(item.new, qualname))
             moved.append(code)
             moved_imports |= set(snippet_imports(item.new, code))
         for target in files.targets:
@@ -82,18 +82,16 @@ def _draft(name: str, change: changes.Change) -> drafting.Draft:
                 moved.append(code)
                 moved_imports |= set(snippet_imports(item.new, code))
         targets += files.targets
+        changed = {t.qualname for t in files.targets if t.steps} | provided
+        change.notes += [f"note: {item.rel}:{q}: the change leaves it as it was; nothing to carry"
+                         for q in item.qualnames if q not in changed and not any(
+                             t.qualname == q.rpartition(".")[0] and t.steps for t in files.targets)]
     if not any(t.steps for t in targets):
         raise PatchspecError("the change has no statement to carry (only comments, layout or docstrings "
                              "differ); nothing was written")
     what = f"{change.dist} {change.upstream}" if change.upstream else f"a hand edit of {change.dist} {change.version}"
     summary = f"Recorded from {what} ({', '.join(sorted({f.rel for f in change.files}))})."
     return drafting.Draft(name, summary, targets, imports, moved, sorted(moved_imports))
-
-
-def _located(text, qualname):
-    from patchspec.record.targets import locate
-
-    return locate(text, qualname)
 
 
 def _prove(draft: drafting.Draft, change: changes.Change, where: dict[str, Path]) -> None:

@@ -13,6 +13,7 @@ line naming its lines.
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import difflib
 from collections.abc import Callable
@@ -89,6 +90,7 @@ class Differ:
     reads: set[str] = field(default_factory=set)
     _replaced: dict[int, int] = field(default_factory=dict)      # old statement -> its replace step
     _before: dict[int, list[int]] = field(default_factory=dict)  # old statement -> insert_before steps
+    elifs: set[int] = field(default_factory=set)   # old ``elif`` branches: no statement of their own
 
     def refuse(self, lines: tuple[int, int], what: str) -> Unfaithful:
         span = f"{lines[0]}" if lines[0] == lines[1] else f"{lines[0]}-{lines[1]}"
@@ -121,11 +123,34 @@ class Differ:
                     self.remove(o)
             elif op == "insert":
                 self.insert(old, a1, new[b1:b2])
+            elif a2 - a1 == b2 - b1:   # as many statements: each is its own change
+                for o, n in zip(old[a1:a2], new[b1:b2]):
+                    self.pair(o, n)
             else:
                 self.replace_run(old[a1:a2], new[b1:b2])
 
-    def statement(self, old: ast.stmt, new: ast.stmt) -> None:
-        """Two versions of one statement that share their header."""
+    def pair(self, old: ast.stmt, new: ast.stmt) -> None:
+        """Two versions of one statement whose headers differ: a compound statement whose header differs
+        in one expression has that expression replaced and its blocks compared; else it is replaced."""
+        if type(old) is not type(new) or not hasattr(old, "body") or isinstance(old, DEF_TYPES):
+            self.replace_run([old], [new])
+            return
+        mark = len(self.steps)
+        bare = [copy.copy(n) for n in (old, new)]
+        for node in bare:
+            for name in (*BLOCKS, "handlers"):
+                if hasattr(node, name):
+                    setattr(node, name, [])
+        try:
+            if not self._expression(*bare):
+                raise _Widen
+            self.statement(old, new, widen=True)
+        except _Widen:
+            del self.steps[mark:]
+            self.replace_run([old], [new])
+
+    def statement(self, old: ast.stmt, new: ast.stmt, widen: bool = False) -> None:
+        """Two versions of one statement that share their header (``widen``: let the caller replace it)."""
         if isinstance(old, DEF_TYPES):
             raise self.refuse(self.new.lines_of(new), f"the nested definition {old.name} changed")
         mark = len(self.steps)
@@ -141,11 +166,13 @@ class Differ:
                         raise _Widen  # an else: added or dropped
                     self.block(before, after)
         except _Widen:
+            if widen:
+                raise
             del self.steps[mark:]
             self.replace_run([old], [new])
 
     def remove(self, old: ast.stmt) -> None:
-        if not self.unique(old):
+        if not self.unique(old) or id(old) in self.elifs:
             raise _Widen
         self.steps.append(Step("remove", {"anchor": self.old.code(old)}, self.old.lines_of(old)))
 
@@ -170,8 +197,16 @@ class Differ:
         else:
             raise _Widen
 
+    def _absent(self, node: ast.AST) -> bool:
+        """A replacement the old definition holds already (inside what it replaces) would read as a
+        change already made: the enclosing statement is replaced instead."""
+        form = "statement" if isinstance(node, ast.stmt) else "expression"
+        return self.count(self.new.code(node), form) == 0
+
     def _anchor(self, node: ast.stmt) -> str | None:
         """The smallest unique pattern of the statement, or None."""
+        if id(node) in self.elifs:
+            return None
         for text in dict.fromkeys((self.old.anchor(node), self.old.code(node))):
             if self.unique(node, text):
                 return text
@@ -186,7 +221,7 @@ class Differ:
             return
         if len(old) == 1 and len(new) == 1 and self._expression(old[0], new[0]):
             return
-        if not self.unique(old[0]):
+        if not self.unique(old[0]) or id(old[0]) in self.elifs or (len(new) == 1 and not self._absent(new[0])):
             raise _Widen
         self._note_reads(new)
         code = "\n".join(self.new.code(s) for s in new)
@@ -219,16 +254,16 @@ class Differ:
 
     def _expression(self, old: ast.stmt, new: ast.stmt) -> bool:
         """The smallest expression that differs between two versions of one statement, replaced alone
-        when it is the only difference and its pattern is unique; else False (replace the statement)."""
-        pair = _only_difference(old, new)
-        while pair is not None and isinstance(pair[0], ast.expr):
-            o, n = pair
-            if self.unique(o):
+        when it is the only difference: the innermost one whose pattern is unique and whose replacement
+        the old code does not hold; else False (replace the statement)."""
+        for o, n in reversed(_differences(old, new)):
+            if not isinstance(o, ast.expr):
+                break
+            if self.unique(o) and self._absent(n):
                 self._note_reads([n])
                 self.steps.append(Step("replace", {"pattern": self.old.code(o), "code": self.new.code(n)},
                                        self.old.lines_of(o), self.new.lines_of(n)))
                 return True
-            return False
         return False
 
     def _note_reads(self, nodes: list[ast.AST]) -> None:
@@ -252,30 +287,32 @@ def _wrapper(text: Text, node: ast.Try | ast.With) -> str:
     return "".join(out).rstrip("\r\n")
 
 
-def _only_difference(old: ast.AST, new: ast.AST) -> tuple[ast.AST, ast.AST] | None:
-    """The one pair of sub-nodes where two trees differ, descending while there is only one; None when
-    they differ in their type or in more than one place."""
-    pair = (old, new)
+def _differences(old: ast.AST, new: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
+    """The pairs of sub-nodes where two trees differ, outermost first, descending while they differ in
+    one place only; empty when they are equal."""
+    if dump(old) == dump(new):
+        return []
+    chain = [(old, new)]
     while True:
-        o, n = pair
+        o, n = chain[-1]
         if type(o) is not type(n):
-            return pair
+            return chain
         differing = []
         for name, value in ast.iter_fields(o):
             other = getattr(n, name)
             if isinstance(value, list):
                 if len(value) != len(other):
-                    return pair
+                    return chain
                 differing += [(a, b) for a, b in zip(value, other) if dump(a) != dump(b)]
             elif isinstance(value, ast.AST):
                 if dump(value) != dump(other):
                     differing.append((value, other))
             elif value != other:
-                return pair
-        if len(differing) != 1 or not isinstance(differing[0][0], ast.AST) \
-                or isinstance(differing[0][0], ast.expr_context | ast.operator | ast.boolop | ast.cmpop | ast.unaryop):
-            return pair
-        pair = differing[0]
+                return chain
+        if len(differing) != 1 or not isinstance(differing[0][0], ast.AST) or isinstance(
+                differing[0][0], ast.expr_context | ast.operator | ast.boolop | ast.cmpop | ast.unaryop):
+            return chain
+        chain.append(differing[0])
 
 
 def function_steps(differ: Differ, old: ast.AST, new: ast.AST) -> None:
@@ -299,6 +336,8 @@ def function_steps(differ: Differ, old: ast.AST, new: ast.AST) -> None:
             differ._note_reads([after])
             differ.steps.append(Step("set", {"parameter": arg.arg, "value": differ.new.code(after)},
                                      differ.old.lines_of(before), differ.new.lines_of(after)))
+    differ.elifs = {id(n.orelse[0]) for n in ast.walk(old) if isinstance(n, ast.If) and len(n.orelse) == 1
+                    and isinstance(n.orelse[0], ast.If) and n.orelse[0].col_offset == n.col_offset}
     try:
         differ.block(without_docstring(old.body), without_docstring(new.body))
     except _Widen:

@@ -17,6 +17,7 @@ import yaml
 
 from patchspec.errors import PatchspecError
 from patchspec.record.diff import Drafted, Step
+from patchspec.record.targets import SNIPPET_ALIAS
 
 
 @dataclass
@@ -40,9 +41,7 @@ class Draft:
 
     @property
     def has_snippets(self) -> bool:
-        from patchspec.spec import schema  # TEMP until specs without hooks may leave snippets out
-
-        return bool(self.snippet_code) or "snippets" in schema()["required"]
+        return bool(self.snippet_code)
 
     def spec_data(self) -> dict:
         data: dict = {"spec": 1, "name": self.name, "summary": self.summary}
@@ -52,7 +51,7 @@ class Draft:
         targets = []
         pending_imports = {f: list(v) for f, v in self.imports.items()}
         for target in self.targets:
-            transforms = [t for step in target.steps for t in transform_of(step)]
+            transforms = [t for step in target.steps for t in transform_of(step, self.alias)]
             transforms = [{"add_import": {"import": i}} for i in pending_imports.pop(target.file, [])] + transforms
             if not transforms:
                 continue
@@ -80,8 +79,8 @@ class Draft:
         return "\n".join(head) + "\n\n\n" + "\n\n\n".join(self.snippet_code) + "\n"
 
 
-def transform_of(step: Step) -> list[dict]:
-    keys = step.keys
+def transform_of(step: Step, alias: str) -> list[dict]:
+    keys = {k: v.replace(SNIPPET_ALIAS, alias) if k == "value" else v for k, v in step.keys.items()}
     if step.kind == "replace":
         return [{"replace": {"pattern": keys["pattern"], "by": keys["code"]}}]
     if step.kind == "remove":
@@ -154,6 +153,8 @@ def remove(written: list[Path], directory: Path) -> None:
     for path in written:
         path.unlink(missing_ok=True)
         for parent in path.parents:
+            if not parent.exists():
+                continue
             if parent == directory or not parent.is_relative_to(directory) or any(parent.iterdir()):
                 break
             parent.rmdir()

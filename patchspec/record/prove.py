@@ -117,7 +117,7 @@ def _scope(body: list[ast.stmt], pristine: list[ast.stmt], snippet: dict[str, as
                 inner = by_key.get(_member_key(stmt))
                 stmt.body = _scope(stmt.body, inner.body if isinstance(inner, ast.ClassDef) else [], snippet, alias)
         if _member_key(stmt) is not None and _member_key(stmt) not in known and \
-                isinstance(stmt, DEF_TYPES | ast.Import | ast.ImportFrom | ast.Assign):
+                isinstance(stmt, (*DEF_TYPES, ast.Import, ast.ImportFrom, ast.Assign)):
             added.append(stmt)
         else:
             kept.append(stmt)
@@ -136,15 +136,19 @@ def _hook(stmt: ast.stmt, alias: str) -> tuple[str, str] | None:
 
 
 class _MovedValues(ast.NodeTransformer):
-    """``_alias.NAME`` where the snippet module assigns NAME: that value."""
+    """``_alias.NAME()`` where the snippet function NAME only returns a value: that value."""
 
     def __init__(self, snippet: dict[str, ast.stmt], alias: str) -> None:
         self.snippet, self.alias = snippet, alias
 
-    def visit_Attribute(self, node: ast.Attribute):
-        moved = self.snippet.get(node.attr)
-        if isinstance(node.value, ast.Name) and node.value.id == self.alias and isinstance(moved, ast.Assign):
-            return copy.deepcopy(moved.value)
+    def visit_Call(self, node: ast.Call):
+        func = node.func
+        moved = self.snippet.get(func.attr) if isinstance(func, ast.Attribute) else None
+        if isinstance(func.value if isinstance(func, ast.Attribute) else None, ast.Name) \
+                and func.value.id == self.alias and not node.args and not node.keywords \
+                and isinstance(moved, ast.FunctionDef) and len(moved.body) == 1 \
+                and isinstance(moved.body[0], ast.Return) and moved.body[0].value is not None:
+            return copy.deepcopy(moved.body[0].value)
         return self.generic_visit(node)
 
 

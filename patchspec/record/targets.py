@@ -14,30 +14,35 @@ import difflib
 
 from patchspec.compiler import pattern
 from patchspec.compiler import scope
-from patchspec.compiler.lint import BUILTINS, _free_names
-from patchspec.compiler.source import SourceError
+from patchspec.compiler.lint import BUILTINS, _all_locals, _free_names
+from patchspec.compiler.source import SourceError, TargetNotLive
 from patchspec.compiler.transforms.context import Definition
 from patchspec.record.diff import Differ, Drafted, Step, Unfaithful, assigned_name, function_steps, header_key
 from patchspec.record.text import DEF_TYPES, Text, dump
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-# Beyond this many lines new code (a method, a module-level value) moves into the snippet module.
+# A value of this many lines or more moves into the snippet module, as a function that returns it (new
+# methods and names always move).
 INLINE_LINES = 12
+SNIPPET_ALIAS = "$SNIPPETS"   # the spec's alias, once the draft names it (see ``draft``)
 
 
 def locate(text: Text, qualname: str) -> ast.stmt | None:
-    """The live definition ``qualname`` names, or the last assignment of ``Class.attr`` / ``name``."""
+    """The live definition ``qualname`` names, or the last assignment of ``Class.attr`` / ``name`` (the
+    binding ``set`` edits, which the compiler calls not live as a definition)."""
     try:
         node = text.source.find(qualname)
+    except TargetNotLive:
+        node = None
     except SourceError as exc:
         raise Unfaithful(str(exc), file=text.path) from None
     if node is not None:
         return node
-    scope_name, _, name = qualname.rpartition(".")
-    scope = text.source.find(scope_name) if scope_name else text.tree
-    if scope is None or (scope_name and not isinstance(scope, ast.ClassDef)):
+    owner_name, _, name = qualname.rpartition(".")
+    owner = text.source.find(owner_name) if owner_name else text.tree
+    if owner is None or (owner_name and not isinstance(owner, ast.ClassDef)):
         return None
-    bound = [s for s in scope.body if assigned_name(s) == name]
+    bound = [s for s in owner.body if assigned_name(s) == name]
     return bound[-1] if bound else None
 
 
@@ -89,9 +94,15 @@ class FileDraft:
         elif assigned_name(old) and assigned_name(new) and type(old) is type(new) \
                 and dump(getattr(old, "annotation", None) or ast.Pass()) == dump(getattr(new, "annotation", None) or ast.Pass()):
             target = self.target(qualname)
-            target.steps.append(Step("set", {"value": self.new.code(new.value)}, self.old.lines_of(old),
-                                     self.new.lines_of(new)))
-            target.reads |= _reads(new.value)
+            value = self.new.code(new.value)
+            if value.count("\n") >= INLINE_LINES:   # a table: its value moves into the snippet module
+                _check_movable(self.new, new, qualname)
+                name = qualname.rpartition(".")[2]
+                target.snippets[name] = f"def {name}():\n    return " + value.replace("\n", "\n    ")
+                value = f"{SNIPPET_ALIAS}.{name}()"
+            else:
+                target.reads |= _reads(new.value)
+            target.steps.append(Step("set", {"value": value}, self.old.lines_of(old), self.new.lines_of(new)))
         else:
             raise _refuse(self.new, new, f"{qualname} changed from {type(old).__name__} to {type(new).__name__}")
 
@@ -113,9 +124,10 @@ class FileDraft:
             raise _refuse(self.new, new, f"the header of class {qualname} changed")
         self.members(qualname, old.body, new.body)
 
-    def members(self, scope: str, old: list[ast.stmt], new: list[ast.stmt]) -> None:
-        """Statements of a class body or a module, compared by what they define."""
-        prefix = f"{scope}." if scope else ""
+    def members(self, owner: str, old: list[ast.stmt], new: list[ast.stmt]) -> None:
+        """Statements of a class body (``owner``) or a module (``""``), compared by what they define."""
+        prefix = f"{owner}." if owner else ""
+        where = f"of {owner}" if owner else "at module level"
         old_keys = {_member_key(s): s for s in old}
         new_keys = {_member_key(s): s for s in new}
         matcher = difflib.SequenceMatcher(None, [dump(s) for s in old], [dump(s) for s in new], autojunk=False)
@@ -127,19 +139,17 @@ class FileDraft:
                 if key is None or key not in new_keys:
                     if _is_docstring(stmt, old):
                         continue
-                    raise _refuse(self.old, stmt, f"a statement {'of ' + scope if scope else 'at module level'} "
-                                                  "is removed or rewritten")
+                    raise _refuse(self.old, stmt, f"a statement {where} is removed or rewritten")
             for stmt in new[j1:j2]:
                 key = _member_key(stmt)
                 if _is_docstring(stmt, new):
                     continue
-                if isinstance(stmt, ast.Import | ast.ImportFrom) and not scope:
+                if isinstance(stmt, ast.Import | ast.ImportFrom) and not owner:
                     if key not in old_keys:
                         self.imports.append(self.new.code(stmt))
                     continue
                 if key is None:
-                    raise _refuse(self.new, stmt, f"a statement {'of ' + scope if scope else 'at module level'} "
-                                                  "is added or rewritten")
+                    raise _refuse(self.new, stmt, f"a statement {where} is added or rewritten")
                 name = key.split(" ", 1)[1]
                 if key in old_keys:
                     self.changed(prefix + name, old_keys[key], stmt)
@@ -148,12 +158,12 @@ class FileDraft:
 
     def added(self, qualname: str, new: ast.stmt) -> None:
         """A definition or name the change adds."""
-        scope, _, name = qualname.rpartition(".")
-        owner = locate(self.old, scope) if scope else None
-        if scope and not isinstance(owner, ast.ClassDef):
+        owner_name, _, name = qualname.rpartition(".")
+        owner = locate(self.old, owner_name) if owner_name else None
+        if owner_name and not isinstance(owner, ast.ClassDef):
             raise _refuse(self.new, new, f"{qualname} is new inside a function: no transform adds it there")
         if owner is not None:
-            target = self.target(scope)
+            target = self.target(owner_name)
             if isinstance(new, FUNCTIONS):
                 _check_movable(self.new, new, qualname)
                 target.snippets[name] = self.new.code(new)
@@ -193,8 +203,6 @@ def _reads(node: ast.AST) -> set[str]:
 
 def _bound_in(func: ast.AST) -> set[str]:
     """The parameters and locals of a function (nested scopes included): not the module's to bind."""
-    from patchspec.compiler.lint import _all_locals
-
     return _all_locals(func)
 
 

@@ -198,18 +198,27 @@ def test_a_new_member_is_added(transform):
     assert _verdict(CLASS, "A", transform)[0] == "ok"
 
 
-@pytest.mark.parametrize("call, status", [
-    ("make(x, **opts)", "not-applicable"),
-    ("make(x, *rest)", "ok"),
-    ("make(x, key=1)", "ok"),
+@pytest.mark.parametrize("body, call, status", [
+    pytest.param("", "make(x, **opts)", "not-applicable", id="a parameter's keys are unknown"),
+    pytest.param("", "make(x, **self.kw)", "not-applicable", id="an attribute's keys are unknown"),
+    pytest.param("    kw = {'a': 1}\n    kw.update({'extra': 2})\n", "make(x, **kw)", "not-applicable",
+                 id="a literal key of that name"),
+    pytest.param("    kw = {}\n    kw.update({'a': 1})\n    kw['b'] = 2\n    kw.setdefault('c', 3)\n",
+                 "make(x, **kw)", "ok", id="a local dict of literal keys only"),
+    pytest.param("    kw = {}\n    fill(kw)\n", "make(x, **kw)", "not-applicable", id="a dict handed to other code"),
+    pytest.param("    kw = {}\n    kw[name] = 1\n", "make(x, **kw)", "not-applicable", id="a computed key"),
+    pytest.param("", "make(x, *rest)", "ok", id="star args"),
+    pytest.param("", "make(x, key=1)", "ok", id="keywords only"),
 ])
-def test_a_keyword_that_may_also_arrive_through_double_star_is_refused(call, status):
-    source = f"def f(x, opts, rest):\n    return {call}\n"
+def test_a_keyword_that_may_also_arrive_through_double_star_is_refused(body, call, status):
+    source = f"def f(self, x, opts, rest, name):\n{body}    return {call}\n"
     got, detail = _verdict(source, "f", {"add_argument": {"call": call.split("(")[0] + "(...)", "keyword": "extra",
                                                           "value": "1"}})
     assert got == status
     if status != "ok":
-        assert "also passes **opts, which may hold extra" in detail and "opts.setdefault('extra', ...)" in detail
+        mapping = call.split("**")[1].rstrip(")")
+        assert f"also passes **{mapping}, which may hold extra" in detail
+        assert f"{mapping}.setdefault('extra', ...)" in detail
 
 
 @pytest.mark.parametrize("source, entry, holds", [

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from patchspec.compiler.edits import Status
-from patchspec.compiler.transforms import CLASS_KINDS, CODE_KEYS, KINDS, PATTERN_KEYS, docs_table, transform_schema
+from patchspec.compiler.transforms import CLASS_KINDS, KINDS, docs_table, transform_schema
 from patchspec.spec import schema, schema_text
 
 
@@ -17,9 +17,17 @@ def test_the_shipped_schema_file_is_the_registry_s():
 
 
 def test_keys_and_kinds_derived_from_the_descriptors():
-    assert PATTERN_KEYS == {"anchor": "statement", "loop": "statement", "call": "expression",
-                            "pattern": "rewrite", "statement": "rewrite", "statements": "statements"}
-    assert CODE_KEYS == {"code": "code", "import": "code", "value": "expression", "by": "replacement"}
+    patterns = {name: k.pattern_keys for name, k in KINDS.items() if k.pattern_keys}
+    assert patterns == {"insert_before": {"anchor": "statement"}, "insert_after": {"anchor": "statement"},
+                        "add_argument": {"call": "expression"}, "loop_guard": {"loop": "statement"},
+                        "replace": {"pattern": "rewrite"}, "remove": {"statement": "rewrite"},
+                        "guard": {"statements": "statements"}}
+    code = {name: k.code_keys for name, k in KINDS.items() if k.code_keys}
+    assert code == {"insert_before": {"code": "code"}, "insert_after": {"code": "code"},
+                    "add_argument": {"value": "expression"}, "loop_guard": {"code": "code"},
+                    "add_attribute": {"value": "expression"}, "add_import": {"import": "code"},
+                    "replace": {"by": "replacement"}, "set": {"value": "expression"},
+                    "guard": {"by": "replacement"}, "add_statement": {"code": "replacement"}}
     assert CLASS_KINDS == {"add_method", "add_attribute"}
     assert {k.name: k.hook_key for k in KINDS.values() if k.hook} == {"wrap": "with", "add_method": "with"}
 

@@ -33,8 +33,6 @@ def _declared_in(kind: Kind, module) -> bool:
 
 KINDS: dict[str, Kind] = discover()
 CLASS_KINDS = frozenset(name for name, k in KINDS.items() if k.on_class)
-PATTERN_KEYS = {key: form for k in KINDS.values() for key, form in k.pattern_keys.items()}
-CODE_KEYS = {key: form for k in KINDS.values() for key, form in k.code_keys.items()}
 
 
 def transform_schema() -> dict:

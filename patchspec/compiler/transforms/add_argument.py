@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patchspec.compiler import pattern
+from patchspec.compiler import pattern, scope
 from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
 from patchspec.compiler.transforms.context import TargetContext
 from patchspec.compiler.transforms.kind import Key, Kind
@@ -42,9 +42,13 @@ def add_argument(ctx: TargetContext, params: dict[str, str]):
     keyword = params["keyword"]
     if any(arg.keyword is not None and arg.keyword.value == keyword for arg in call.args):
         raise ResolveError(Status.NOT_APPLICABLE, f"the call already passes {keyword}=", [ctx.line_of(call)])
-    spread = next((arg for arg in call.args if arg.star == "**"), None)
-    if spread is not None:
+    for spread in (arg for arg in call.args if arg.star == "**"):
         mapping = cst.Module(body=[]).code_for_node(spread.value)
+        keys = scope.literal_keys(ctx.definition.node, mapping) if isinstance(spread.value, cst.Name) else None
+        if keys is not None and keyword not in keys:
+            ctx.note(f"**{mapping} holds only {', '.join(sorted(keys)) or 'no key'} (every key it is given in "
+                     f"{ctx.qualname} is a literal): {keyword} cannot arrive twice")
+            continue
         raise ResolveError(Status.NOT_APPLICABLE, f"the call also passes **{mapping}, which may hold {keyword}: "
                            f"it would then arrive twice (TypeError at run time); set it in the mapping instead "
                            f"(an insert before the call, e.g. `{mapping}.setdefault({keyword!r}, ...)`)",

@@ -6,7 +6,7 @@ import ast
 from patchspec.compiler import scope
 from patchspec.compiler.edits import LineEdit, marked_line
 from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Binds, Key, Kind
+from patchspec.compiler.transforms.kind import Binds, Key, Kind, Live
 
 
 def add_import(ctx: TargetContext, params: dict[str, str]):
@@ -23,4 +23,5 @@ def add_import(ctx: TargetContext, params: dict[str, str]):
 ADD_IMPORT = Kind("add_import", "a module-level import statement, added after the leading imports (any "
                   "target in the file); none when the file has that very import already",
                   {"import": Key.CODE}, add_import, any_target=True,
-                  binds=lambda params: Binds(module=frozenset(scope.statement_binds(ast.parse(params["import"].strip()).body[0]))), rank=7)
+                  binds=lambda params: Binds(module=frozenset(scope.statement_binds(ast.parse(params["import"].strip()).body[0]))), rank=7,
+                  live=Live.MODULE_NAME)

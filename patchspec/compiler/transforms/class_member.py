@@ -13,7 +13,7 @@ import libcst as cst
 from patchspec.compiler import scope
 from patchspec.compiler.edits import Action, LineEdit, NodeEdit, Place, ResolveError, Status, marked, marked_line
 from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Binds, Hook, Key, Kind
+from patchspec.compiler.transforms.kind import Binds, Hook, Key, Kind, Live
 
 
 def _append(cls, news: list):
@@ -88,8 +88,9 @@ def add_attribute(ctx: TargetContext, params: dict[str, str]):
 ADD_METHOD = Kind("add_method", "on a class target: `name = alias.<with>` at the end of the class body "
                   "(a blank line before it where the class's methods are separated by one)",
                   {"name": Key.IDENTIFIER, "with": Key.HOOK}, add_method, on_class=True, hook=Hook.METHOD,
-                  binds=lambda params: Binds(member=frozenset({params["name"]})), actions=(MEMBER,), slot=_slot, rank=5)
+                  binds=lambda params: Binds(member=frozenset({params["name"]})), actions=(MEMBER,), slot=_slot, rank=5,
+                  live=Live.CLASS_MEMBER)
 ADD_ATTRIBUTE = Kind("add_attribute", "on a class target: `name = value` at the end of the class body",
                      {"name": Key.IDENTIFIER, "value": Key.EXPRESSION}, add_attribute, on_class=True,
                      binds=lambda params: Binds(member=frozenset({params["name"]})), actions=(MEMBER,), slot=_slot,
-                     rank=6)
+                     rank=6, live=Live.CLASS_MEMBER)

@@ -30,32 +30,33 @@ class Definition:
     @functools.cached_property
     def _nodes(self) -> dict[type, list[cst.CSTNode]]:
         """Every node of the definition by type, in source order: one walk serves every pattern."""
-        return self._walk[0]
-
-    @functools.cached_property
-    def _walk(self) -> tuple[dict[type, list[cst.CSTNode]], dict[int, cst.CSTNode]]:
-        """One walk: the nodes by type, and each node's parent (by the child's id)."""
         nodes: dict[type, list[cst.CSTNode]] = {}
-        parents: dict[int, cst.CSTNode] = {}
-        stack: list[cst.CSTNode] = []
 
         class Collect(cst.CSTVisitor):
             def on_visit(self, node: cst.CSTNode) -> bool:
                 nodes.setdefault(type(node), []).append(node)
-                if stack:
-                    parents[id(node)] = stack[-1]
-                stack.append(node)
                 return True
 
-            def on_leave(self, original_node: cst.CSTNode) -> None:
-                stack.pop()
+        self.fragment.node.visit(Collect())
+        return nodes
+
+    @functools.cached_property
+    def _parents(self) -> dict[int, cst.CSTNode]:
+        """Each node's parent, by the child's id: walked only for the kinds that ask (the rewrites)."""
+        parents: dict[int, cst.CSTNode] = {}
+
+        class Collect(cst.CSTVisitor):
+            def on_visit(self, node: cst.CSTNode) -> bool:
+                for child in node.children:
+                    parents[id(child)] = node
+                return True
 
         self.fragment.node.visit(Collect())
-        return nodes, parents
+        return parents
 
     def ancestors(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """The nodes enclosing ``node``, innermost first, up to the definition itself."""
-        parents = self._walk[1]
+        parents = self._parents
         out = []
         while id(node) in parents:
             node = parents[id(node)]

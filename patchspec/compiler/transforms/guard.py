@@ -14,7 +14,7 @@ from patchspec.compiler import pattern, rewrite
 from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
 from patchspec.compiler.transforms.context import TargetContext
 from patchspec.compiler.transforms.kind import Key, Kind
-from patchspec.compiler.transforms.replace import already
+from patchspec.compiler.transforms.replace import held
 
 GUARD = Action("guard", Place.INSTEAD, lint=lambda new: rewrite.fill_run(new, []))   # lint reads its own lines
 ABSORB = Action("guarded", Place.ABSORB, lint=lambda new: None, anchors=False)
@@ -41,10 +41,11 @@ def guard(ctx: TargetContext, params: dict[str, str]):
     if pattern.is_wildcard(run[0]) or pattern.is_wildcard(run[-1]):
         raise ResolveError(Status.NOT_APPLICABLE, f"{what}: a run must begin and end with a statement, not `...`", [])
     found = find_runs(ctx, run)
+    place = held(ctx, params["by"])
+    if place is not None and all(id(block.body[first]) in place for block, first, _ in found):
+        ctx.note("the target already holds the guard")   # the run, if still there, is inside it
+        return ctx.definition.node.lineno, []
     if len(found) != 1:
-        if not found and already(ctx, params["by"]):
-            ctx.note("the target already holds the guard")
-            return ctx.definition.node.lineno, []
         raise ResolveError(Status.MISSING if not found else Status.AMBIGUOUS, what,
                            [ctx.line_of(b.body[i]) for b, i, _ in found])
     block, first, end = found[0]
@@ -60,4 +61,5 @@ def guard(ctx: TargetContext, params: dict[str, str]):
 
 GUARD_KIND = Kind("guard", "the one run of consecutive statements matching `statements` goes inside `by`, a "
                   "`try` or `with` statement whose body is the single statement `$$$BODY`",
-                  {"statements": Key.STATEMENTS_PATTERN, "by": Key.REPLACEMENT}, guard, actions=(GUARD, ABSORB), rank=11)
+                  {"statements": Key.STATEMENTS_PATTERN, "by": Key.REPLACEMENT}, guard, actions=(GUARD, ABSORB), rewrites=True,
+                  rank=11)

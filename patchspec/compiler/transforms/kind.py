@@ -70,6 +70,17 @@ class Hook(enum.Enum):
     METHOD = "method"         # bound as a method: its first parameter receives the instance
 
 
+class Live(enum.Enum):
+    """How ``patchspec verify`` shows a transform of the kind live in the root's interpreter: the value
+    names the check in ``patchspec/probe.py``'s ``HOW`` table."""
+
+    CODE_LINES = "code_lines"      # its lines carry code in the live function's code object (nested too)
+    WRAPPED = "wrapped"            # the live object's __wrapped__ chain reaches the patched function
+    CLASS_MEMBER = "class_member"  # the live class (reached by its name) has the member
+    MODULE_NAME = "module_name"    # the live module binds the names
+    BINDING = "binding"            # a module- or class-level name the module's text binds (``set``)
+
+
 @dataclass(frozen=True)
 class Kind:
     name: str
@@ -86,6 +97,7 @@ class Kind:
     any_definition: bool = False                  # its target may be a module- or class-level assignment
     rank: int = 100                               # its place in the registry (the schema enum, docs table)
     binds: Callable[[dict[str, str]], Binds] = lambda params: NOTHING   # what it binds (see ``Binds``)
+    live: Live = Live.CODE_LINES                  # how verify shows it live
 
     @property
     def schema(self) -> dict:

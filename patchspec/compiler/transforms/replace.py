@@ -12,7 +12,7 @@ import libcst as cst
 from patchspec.compiler import pattern, rewrite
 from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
 from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Key, Kind
+from patchspec.compiler.transforms.kind import Binds, Key, Kind, code_binds
 
 
 def _swap(node: cst.CSTNode, news: list) -> cst.CSTNode:
@@ -49,23 +49,32 @@ def find_rewritten(ctx: TargetContext, text: str, what: str) -> tuple[cst.CSTNod
     return found[0]
 
 
-def already(ctx: TargetContext, code: str) -> bool:
-    """Whether the target holds ``code`` (metavariables as wildcards) exactly once: the change is there."""
+def held(ctx: TargetContext, code: str) -> set[int] | None:
+    """The nodes (by id) of the one place the target holds ``code`` (metavariables as wildcards), or None
+    when it holds it nowhere or in several places."""
     try:
         parsed = pattern.parse(code, "replacement")
     except pattern.PatternError:
+        return None
+    if isinstance(parsed, cst.Module) and len(parsed.body) > 1:
+        from patchspec.compiler.transforms.guard import find_runs
+
+        runs = find_runs(ctx, list(parsed.body))
+        return set().union(*(rewrite.subtree(s) for s in runs[0][0].body[runs[0][1]:runs[0][2]])) if len(runs) == 1 \
+            else None
+    node = parsed.body[0] if isinstance(parsed, cst.Module) else parsed
+    found = ctx.definition.find_bound(pattern.to_matcher(node))
+    return rewrite.subtree(found[0][0]) if len(found) == 1 else None
+
+
+def already(ctx: TargetContext, pattern_text: str, code: str) -> bool:
+    """Whether the change is there: the target holds the replacement once, and whatever the pattern still
+    matches lies inside it (``$A and $B`` matches inside ``not s and a and b``)."""
+    place = held(ctx, code)
+    if place is None:
         return False
-    if isinstance(parsed, cst.Module):
-        if len(parsed.body) != 1:
-            return _holds_run(ctx, parsed)
-        parsed = parsed.body[0]
-    return len(ctx.definition.find_bound(pattern.to_matcher(parsed))) == 1
-
-
-def _holds_run(ctx: TargetContext, module: cst.Module) -> bool:
-    from patchspec.compiler.transforms.guard import find_runs
-
-    return len(find_runs(ctx, list(module.body))) == 1
+    matcher = pattern.to_matcher(pattern.parse(pattern_text, "rewrite"))
+    return all(id(n) in place for n, _ in ctx.definition.find_bound(matcher))
 
 
 def replacement(ctx: TargetContext, code: str, bound: dict, expression: bool):
@@ -86,7 +95,7 @@ def replacement(ctx: TargetContext, code: str, bound: dict, expression: bool):
 
 def replace(ctx: TargetContext, params: dict[str, str]):
     text = params["pattern"]
-    if already(ctx, params["by"]):   # before the pattern: a replacement may hold what the pattern matches
+    if already(ctx, text, params["by"]):
         ctx.note("the target already holds the replacement")
         return ctx.definition.node.lineno, []
     node, bound = find_rewritten(ctx, text, f"pattern {text.strip().splitlines()[0]!r}")
@@ -98,7 +107,12 @@ def replace(ctx: TargetContext, params: dict[str, str]):
                   for new in replacement(ctx, params["by"], bound, expression=False)]
 
 
+def _binds(params: dict[str, str]) -> Binds:
+    """What the replacement assigns, for the spec's code after it (its metavariables read as names)."""
+    return code_binds({"code": pattern.placeholders(params["by"])})
+
+
 REPLACE = Kind("replace", "the one expression or statement matching `pattern` (metavariables `$X`, `$$$XS`) "
                "becomes `by` (an expression for an expression; one or more statements for a statement), "
                "what the metavariables bound written back", {"pattern": Key.REWRITE_PATTERN, "by": Key.REPLACEMENT},
-               replace, actions=(EXPRESSION, STATEMENT, MARK), rewrites=True, rank=8)
+               replace, actions=(EXPRESSION, STATEMENT, MARK), rewrites=True, binds=_binds, rank=8)

@@ -17,7 +17,7 @@ from patchspec.compiler import pattern
 from patchspec.compiler.edits import NodeEdit, ResolveError, Status
 from patchspec.compiler.fingerprint import tokens
 from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Key, Kind
+from patchspec.compiler.transforms.kind import Key, Kind, Live
 from patchspec.compiler.transforms.replace import EXPRESSION, MARK, marker_edit
 
 
@@ -66,4 +66,5 @@ def set_value(ctx: TargetContext, params: dict[str, str]):
 SET = Kind("set", "a new value for an existing binding: the target's own assignment (a module- or class-level "
            "name), with `parameter` that parameter's default, with `name` the one assignment of that name in "
            "the target", {"value": Key.EXPRESSION, "parameter": Key.IDENTIFIER, "name": Key.IDENTIFIER},
-           set_value, optional=frozenset({"parameter", "name"}), rewrites=True, any_definition=True, rank=10)
+           set_value, optional=frozenset({"parameter", "name"}), rewrites=True, any_definition=True, rank=10,
+           live=Live.BINDING)

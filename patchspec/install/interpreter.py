@@ -1,0 +1,98 @@
+"""The root's own Python: finding it, and asking it things through ``probe.py`` in a subprocess.
+
+A site-packages directory names its interpreter: ``PREFIX/lib/pythonX.Y/site-packages`` belongs to
+``PREFIX/bin/pythonX.Y`` (a venv, whose ``pyvenv.cfg`` sits in ``PREFIX``; a conda or pyenv prefix; a
+``/usr/local`` install). A plain directory (a source tree, an unpacked wheel) names none: ``--python``
+says which one runs it. The probe runs with ``-B`` (no byte code is written, the root stays byte for byte
+as it was) and ``-I`` (neither the working directory nor ``PYTHONPATH`` nor the user's site-packages
+leaks in), in its own process group, killed whole when it overruns its timeout.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchspec.errors import PatchspecError
+
+PROBE = Path(__file__).with_name("probe.py")
+TIMEOUT = 300.0   # importing vLLM takes seconds; on a loaded machine, tens of them
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    path: Path
+    how: str          # how it was found, for messages
+
+
+class ProbeError(Exception):
+    """The probe did not answer: it timed out, crashed or could not start (one line why)."""
+
+
+def find(root: Path, given: str | None = None) -> Interpreter | None:
+    """The interpreter that runs ``root``: ``given`` (``--python``), else the one its path names, else
+    ``None``."""
+    if given:
+        path = Path(given)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise PatchspecError(f"--python {given}: not an executable file")
+        return Interpreter(path, "--python")
+    match = re.fullmatch(r"python(\d+\.\d+)t?", root.parent.name) if root.name == "site-packages" else None
+    if match is None or root.parent.parent.name not in ("lib", "lib64"):
+        return None
+    prefix = root.parent.parent.parent
+    for name in (f"python{match.group(1)}", "python3", "python"):
+        candidate = prefix / "bin" / name
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            how = "its venv" if (prefix / "pyvenv.cfg").is_file() else f"its prefix {prefix}"
+            return Interpreter(candidate, how)
+    return None
+
+
+def finder(python: Interpreter | None, root: Path):
+    """``names -> the top-level modules among them that cannot be found``: by the root's interpreter,
+    else (a root no interpreter is known to run) by the one running patchspec, with the root first."""
+    def missing(names: list[str]) -> list[str]:
+        if python is not None:
+            try:
+                return ask(python, root, {"find": names}, 60.0)["missing"]
+            except ProbeError as exc:
+                raise PatchspecError(f"cannot ask the root's interpreter which modules it has: {exc}") from None
+        sys.path.insert(0, str(root))
+        try:
+            return [n for n in names if importlib.util.find_spec(n) is None]
+        finally:
+            sys.path.remove(str(root))
+    return missing
+
+
+def ask(interpreter: Interpreter, root: Path, request: dict, timeout: float = TIMEOUT) -> dict:
+    """Run the probe with ``request`` (plus the root) and return its answer."""
+    argv = [str(interpreter.path), "-B", "-I", str(PROBE)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    try:
+        process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env=env, cwd=str(root), start_new_session=True)
+    except OSError as exc:
+        raise ProbeError(f"cannot run {interpreter.path}: {exc.strerror}") from None
+    try:
+        out, err = process.communicate(json.dumps({**request, "root": str(root)}).encode(), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise ProbeError(f"{interpreter.path} did not finish within {timeout:g}s") from None
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise
+    try:
+        return json.loads(out.decode())
+    except ValueError:
+        tail = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {process.returncode}"]
+        raise ProbeError(f"{interpreter.path} did not answer ({tail[0]})") from None

@@ -1,0 +1,326 @@
+"""The probe: run by the root's own interpreter (``python -B -I probe.py``), never imported by patchspec.
+
+It reads one JSON request on stdin and writes one JSON answer on stdout. It must run on every Python from
+3.9 on and import nothing of patchspec: only the standard library, the patched modules and the snippet
+package. Requests (any subset, in this order):
+
+- ``find``: top-level module names; answers which ``importlib.util.find_spec`` cannot find (nothing is
+  imported: the names are top-level, so no parent package runs).
+- ``compile``: byte code to write, ``{source, dfile, cfile, optimize, mode}``; compiled by this
+  interpreter into ``cfile`` (outside the root) when ``cfile``'s tag is this interpreter's, else answered
+  ``foreign``.
+- ``modules``: ``{module, file, checks}``: import each module, then show each check live (see ``HOW``).
+
+Anything the imports print goes to stderr; the answer alone goes to stdout.
+"""
+import dis
+import importlib
+import importlib.util
+import json
+import os
+import py_compile
+import sys
+import traceback
+import types
+
+MARKER = "# patchspec: "
+
+
+def main():
+    request = json.loads(sys.stdin.read())
+    answer_fd = os.dup(1)
+    os.dup2(2, 1)  # what imported modules print, even from C, goes to stderr
+    root = os.path.realpath(request["root"])
+    if root not in [os.path.realpath(p) for p in sys.path if p]:
+        sys.path.insert(0, root)
+    answer = {"version": "%d.%d.%d" % sys.version_info[:3], "cache_tag": sys.implementation.cache_tag,
+              "executable": sys.executable}
+    if "find" in request:
+        answer["missing"] = [name for name in request["find"] if not _findable(name)]
+    if "compile" in request:
+        answer["compiled"] = [_compile(item) for item in request["compile"]]
+    if "modules" in request:
+        answer["modules"], answer["checks"] = _prove(request["modules"], request["snippet_dir"],
+                                                     request.get("snippet_module"))
+    with os.fdopen(answer_fd, "w") as out:
+        out.write(json.dumps(answer))
+
+
+def _findable(name):
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _compile(item):
+    if item["tag"] != sys.implementation.cache_tag:
+        return "foreign"
+    mode = {"timestamp": py_compile.PycInvalidationMode.TIMESTAMP,
+            "checked-hash": py_compile.PycInvalidationMode.CHECKED_HASH,
+            "unchecked-hash": py_compile.PycInvalidationMode.UNCHECKED_HASH}[item["mode"]]
+    try:
+        py_compile.compile(item["source"], cfile=item["cfile"], dfile=item["dfile"], doraise=True,
+                           optimize=item["optimize"], invalidation_mode=mode)
+    except py_compile.PyCompileError as exc:
+        return "error: %s" % exc.msg.strip().splitlines()[-1]
+    return "compiled"
+
+
+def _prove(modules, snippet_dir, snippet_module):
+    module_rows, rows = {}, {}
+    for item in modules:
+        name = item["module"]
+        try:
+            module = importlib.import_module(name)
+        except BaseException as exc:  # a module may raise anything, SystemExit included
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            module_rows[name] = _import_failure(exc, snippet_dir)
+            continue
+        module_rows[name] = {"status": "imported", "detail": getattr(module, "__file__", None) or ""}
+        fresh = _fresh_code(item["file"])
+        stale = _stale_bytecode(item["file"])
+        for check in item["checks"]:
+            if stale:
+                rows[check["id"]] = _not_live(stale)
+                continue
+            try:
+                rows[check["id"]] = HOW[check["how"]](module, check, fresh, snippet_dir)
+            except Exception as exc:  # noqa: BLE001 - a live object may raise on attribute access
+                rows[check["id"]] = _not_live("reaching it raised %s: %s" % (type(exc).__name__, exc))
+    if snippet_module:
+        try:
+            importlib.import_module(snippet_module)
+            module_rows[snippet_module] = {"status": "imported", "detail": snippet_dir}
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            module_rows[snippet_module] = _import_failure(exc, snippet_dir)
+    return module_rows, rows
+
+
+def _import_failure(exc, snippet_dir):
+    """Whose fault: the spec's when the failing code is the snippet package's or a line the spec inserted
+    (it carries the marker), else the machine's (a missing device library, a module wanting hardware)."""
+    where = traceback.extract_tb(exc.__traceback__)
+    blame = "outside"
+    place = ""
+    for frame in where:
+        line = frame.line or ""
+        if os.path.realpath(frame.filename).startswith(snippet_dir) or MARKER in line:
+            blame, place = "spec", " at %s:%s" % (frame.filename, frame.lineno)
+    if not place and where:
+        place = " at %s:%s" % (where[-1].filename, where[-1].lineno)
+    text = ("%s: %s" % (type(exc).__name__, exc)).strip().splitlines()[0]
+    return {"status": "spec-error" if blame == "spec" else "not-importable", "detail": text + place}
+
+
+def _fresh_code(path):
+    """Every code object of the file's text as it is now: what the live code must equal."""
+    try:
+        with open(path, "rb") as handle:
+            top = compile(handle.read(), path, "exec", dont_inherit=True)
+    except (OSError, SyntaxError, ValueError):
+        return []
+    return list(_codes(top))
+
+
+def _stale_bytecode(path):
+    """Why the module ran byte code of another text, or None: Python checks a timestamp or checked-hash
+    ``.pyc`` against the source itself, but runs an unchecked-hash one whatever the source says."""
+    try:
+        cached = importlib.util.cache_from_source(path)
+        with open(cached, "rb") as handle:
+            header = handle.read(16)
+        with open(path, "rb") as handle:
+            source = handle.read()
+    except (OSError, NotImplementedError, ValueError):
+        return None
+    if len(header) == 16 and int.from_bytes(header[4:8], "little") == 1 \
+            and header[8:16] != importlib.util.source_hash(source):
+        return "the module ran stale byte code: %s (unchecked-hash) was compiled from another text" % cached
+    return None
+
+
+def _codes(code):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            for inner in _codes(const):
+                yield inner
+
+
+def _lines(code):
+    return {line for c in _codes(code) for _, line in dis.findlinestarts(c) if line is not None}
+
+
+def _not_live(why):
+    return {"live": False, "why": why}
+
+
+def _live(how):
+    return {"live": True, "why": how}
+
+
+def _reach(module, qualname):
+    """The object the live name leads to: a module or class attribute (its own, not inherited), a
+    property's getter (``C.p``) or setter/deleter (``C.p.setter``), a staticmethod's or classmethod's
+    function; a function nested in another is reached as its code object inside the outer one."""
+    obj, path = module, module.__name__
+    for part in qualname.split("."):
+        if isinstance(obj, property) and part in ("getter", "setter", "deleter"):
+            obj = {"getter": obj.fget, "setter": obj.fset, "deleter": obj.fdel}[part]
+            if obj is None:
+                raise LookupError("the live property %s has no %s" % (path, part))
+        elif isinstance(obj, (types.FunctionType, types.CodeType)):
+            code = obj if isinstance(obj, types.CodeType) else _original(obj).__code__
+            inner = [c for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == part]
+            if not inner:
+                raise LookupError("the live %s defines no %s" % (path, part))
+            obj = inner[-1]
+        else:
+            namespace = vars(obj)
+            if part not in namespace:
+                raise LookupError("the live %s has no %s of its own" % (path, part))
+            obj = namespace[part]
+        path = "%s.%s" % (path, part)
+        if isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
+    if isinstance(obj, property):
+        obj = obj.fget
+    return obj, path
+
+
+def _original(fn):
+    """The innermost function of a ``__wrapped__`` chain."""
+    seen = 0
+    while hasattr(fn, "__wrapped__") and seen < 100:
+        fn, seen = fn.__wrapped__, seen + 1
+    return fn
+
+
+def _chain(obj):
+    out = [obj]
+    while hasattr(out[-1], "__wrapped__") and len(out) < 100:
+        out.append(out[-1].__wrapped__)
+    return out
+
+
+def _patched_code(candidate, check, fresh):
+    """The code of ``candidate`` when it is the patched definition: from the patched file, at the
+    definition's line, equal to the file's text compiled now (not older byte code)."""
+    code = candidate if isinstance(candidate, types.CodeType) else getattr(candidate, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return None, None
+    if os.path.realpath(code.co_filename) != os.path.realpath(check["file"]):
+        return None, None
+    if code.co_firstlineno != check["first_line"]:
+        return None, "the live %s starts at line %d, the patched definition at line %d" % (
+            check["function"], code.co_firstlineno, check["first_line"])
+    if not any(code == other for other in fresh):
+        return None, ("the live code of %s is not the file's text (stale byte code in __pycache__?)"
+                      % check["function"])
+    return code, None
+
+
+def _find_patched(obj, check, fresh):
+    problem = None
+    for index, candidate in enumerate(_chain(obj)):
+        code, why = _patched_code(candidate, check, fresh)
+        if code is not None:
+            return index, code, None
+        problem = problem or why
+    return None, None, problem or ("the live %s does not lead to the definition in %s (through "
+                                   "__wrapped__)" % (check["function"], check["file"]))
+
+
+def show_code_lines(module, check, fresh, snippet_dir):
+    """An insert, a loop guard, an added argument: its lines have code in the live function's code."""
+    obj, path = _reach(module, check["function"])
+    _, code, problem = _find_patched(obj, check, fresh)
+    if code is None:
+        return _not_live(problem)
+    have = _lines(code)
+    missing = [n for n in check["lines"] if n not in have]
+    if missing:
+        return _not_live("line(s) %s carry no code in the live %s" % (", ".join(map(str, missing)), path))
+    if not check["lines"]:  # a removal: nothing of it is left to have code
+        return _live("the live code of %s is the patched text" % path)
+    return _live("line(s) %s in the live code of %s" % (", ".join(map(str, check["lines"])), path))
+
+
+def show_wrapped(module, check, fresh, snippet_dir):
+    """A wrap: the live object's ``__wrapped__`` chain reaches the patched function, through a wrapper of
+    the snippet package unless the hook returned the function itself (a hook may choose to be inert)."""
+    obj, path = _reach(module, check["function"])
+    index, code, problem = _find_patched(obj, check, fresh)
+    if code is None:
+        return _not_live(problem)
+    wrappers = [c for c in _chain(obj)[:index] if _from_snippets(c, snippet_dir)]
+    if not wrappers:  # the hook ran at import (the module's text is the patched one) and chose not to wrap
+        return _live("the live %s is the patched definition itself: the hook returned it unwrapped" % path)
+    return _live("the live %s is %s, wrapping the patched function" % (path, _describe(wrappers[-1])))
+
+
+def show_class_member(module, check, fresh, snippet_dir):
+    """``add_method``/``add_attribute``: the live class (reached by its name) is the patched class and
+    has the member; a method is the snippet's function."""
+    cls, path = _reach(module, check["function"])
+    if not isinstance(cls, type):
+        return _not_live("the live %s is %r, not a class" % (path, cls))
+    if cls.__module__ != module.__name__ or cls.__qualname__ != check["function"]:
+        return _not_live("the live %s is %s.%s, defined elsewhere" % (path, cls.__module__, cls.__qualname__))
+    name = check["name"]
+    if name not in vars(cls):
+        return _not_live("the live class %s has no %s" % (path, name))
+    value = vars(cls)[name]
+    if check.get("method"):
+        function = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+        if not _from_snippets(function, snippet_dir):
+            return _not_live("%s.%s is %s, not the snippet's" % (path, name, _describe(function)))
+    return _live("%s.%s on the live class" % (path, name))
+
+
+def show_module_name(module, check, fresh, snippet_dir):
+    """``add_import``: each name it binds is in the live module's namespace."""
+    missing = [n for n in check["names"] if n not in vars(module)]
+    if missing:
+        return _not_live("the live module %s does not bind %s" % (module.__name__, ", ".join(missing)))
+    return _live("%s bound in the live module %s" % (", ".join(check["names"]), module.__name__))
+
+
+def show_binding(module, check, fresh, snippet_dir):
+    """``set`` of a module- or class-level name: the live module (or class: the patched one) binds it, and
+    the module ran the file's text (no stale byte code, checked on import)."""
+    owner, _, name = check["function"].rpartition(".")
+    holder, path = _reach(module, owner) if owner else (module, module.__name__)
+    if owner and (not isinstance(holder, type) or holder.__module__ != module.__name__
+                  or holder.__qualname__ != owner):
+        return _not_live("the live %s is %r, not the class patched" % (path, holder))
+    if name not in vars(holder):
+        return _not_live("the live %s does not bind %s" % (path, name))
+    return _live("%s.%s bound by the module's patched text" % (path, name))
+
+
+HOW = {"code_lines": show_code_lines, "binding": show_binding, "wrapped": show_wrapped, "class_member": show_class_member,
+       "module_name": show_module_name}
+
+
+def _from_snippets(obj, snippet_dir):
+    code = getattr(obj, "__code__", None)
+    if isinstance(code, types.CodeType):
+        return os.path.realpath(code.co_filename).startswith(snippet_dir)
+    source = getattr(sys.modules.get(type(obj).__module__), "__file__", None) or ""
+    return os.path.realpath(source).startswith(snippet_dir)
+
+
+def _describe(obj):
+    code = getattr(obj, "__code__", None)
+    if isinstance(code, types.CodeType):
+        return "%s (%s:%d)" % (getattr(code, "co_qualname", code.co_name), code.co_filename, code.co_firstlineno)
+    return repr(obj)[:120]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""The run-time proof: every transform of an applied spec shown live in the root's own interpreter.
+
+The compiler says where each transform landed; this module turns that into what the probe
+(``probe.py``, run by the root's interpreter) must find on the object the live name leads to, each kind
+by its ``Live`` check, and turns the probe's answer into one row per transform: ``live``, ``not-live``
+(why), or ``static`` where the module cannot be imported on this machine for a reason outside the spec
+(a device library missing): then the file is shown as apply wrote it and the transform's lines are in
+the definition the static rules call live, and the row says the module could not be imported and why.
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from patchspec.install import interpreter, state as staterec
+from patchspec.compiler import plan as planner
+from patchspec.compiler.edits import NodeEdit, Status
+from patchspec.compiler.source import SourceError, SourceFile
+from patchspec.compiler.transforms import KINDS
+from patchspec.compiler.transforms.kind import Key, Live
+from patchspec.model import Spec
+from patchspec.install.root import Root
+
+LIVE, NOT_LIVE, STATIC = "live", "not-live", "static"
+
+
+@dataclass
+class Proof:
+    rows: list[planner.Resolved]                   # one per transform of the spec's applied files
+    modules: list[dict] = field(default_factory=list)   # {"module", "status", "detail"}
+    interpreter: str = ""
+
+    @property
+    def failed(self) -> list[planner.Resolved]:
+        return [r for r in self.rows if r.status == NOT_LIVE]
+
+
+def module_name(rel: str) -> str:
+    parts = rel.removesuffix(".py").split("/")
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def prove(root: Root, spec: Spec, plan: planner.Plan, state: staterec.State, python: interpreter.Interpreter,
+          timeout: float = interpreter.TIMEOUT) -> Proof:
+    """Ask ``python`` to import every module the spec patched and show each transform live there."""
+    rows = [r for r in plan.resolved if r.status != Status.SKIPPED and r.file in state.specs[spec.name].files]
+    texts = {rel: root.read_text(rel) for rel in {r.file for r in rows}}
+    checks, static = {}, {}
+    for number, r in enumerate(rows):
+        static[number], checks[number] = _expect(spec, r, texts[r.file], state, root)
+    modules: dict[str, dict] = {}
+    for number, r in enumerate(rows):
+        if static[number] is None:
+            entry = modules.setdefault(r.file, {"module": module_name(r.file), "file": str(root.path / r.file),
+                                                "checks": []})
+            entry["checks"].append({"id": str(number), **checks[number]})
+    package = spec.snippet_package   # None: a spec of rewrites only
+    snippet_dir = os.path.realpath(root.path / planner.RUNTIME_PACKAGE / (package or "")) + os.sep
+    answer = interpreter.ask(python, root.path, {
+        "modules": list(modules.values()), "snippet_dir": snippet_dir,
+        "snippet_module": package and f"{planner.RUNTIME_PACKAGE}.{package}"}, timeout)
+    imported = answer["modules"]
+    out = []
+    for number, r in enumerate(rows):
+        if static[number] is not None:
+            out.append(dataclasses.replace(r, status=NOT_LIVE, detail=static[number], edits=[]))
+            continue
+        module = imported.get(module_name(r.file), {})
+        shown = answer["checks"].get(str(number))
+        if module.get("status") == "not-importable":
+            out.append(dataclasses.replace(r, status=STATIC, edits=[], detail=(
+                f"module {module_name(r.file)} not importable here: {module['detail']}; shown statically: "
+                f"{r.file} is as apply wrote it and the transform's lines are in the live definition")))
+        elif shown is None:
+            out.append(dataclasses.replace(r, status=NOT_LIVE, edits=[], detail=(
+                f"importing {module_name(r.file)} failed in the spec's code: {module.get('detail', '?')}")))
+        else:
+            out.append(dataclasses.replace(r, status=LIVE if shown["live"] else NOT_LIVE, detail=shown["why"],
+                                           edits=[]))
+    module_rows = [{"module": name, **info} for name, info in imported.items()]
+    return Proof(out, module_rows, f"{python.path} ({answer['version']}, {python.how})")
+
+
+def _expect(spec: Spec, r: planner.Resolved, text: str | None, state: staterec.State,
+            root: Root) -> tuple[str | None, dict]:
+    """What the probe must show for ``r`` (its check), or why the file alone already shows it is not."""
+    kind = KINDS[r.kind]
+    record = state.files.get(r.file)
+    if text is None or record is None or staterec.sha256(root.read_bytes(r.file)) != record.patched_sha256:
+        return f"{r.file} is not as apply wrote it (edited or replaced since)", {}
+    check = {"how": kind.live.value, "file": str(root.path / r.file), "function": r.function}
+    if kind.live is Live.MODULE_NAME:
+        code = next(v for k, v in _params(spec, r).items() if kind.keys[k] is Key.CODE)
+        return None, {**check, "names": bound_names(code)}
+    live = kind.live
+    if live is Live.BINDING and set(_params(spec, r)) & {"parameter", "name"}:
+        live = Live.CODE_LINES   # a default or an assignment inside a function: the function's code shows it
+        check["how"] = live.value
+    elif live is Live.BINDING:
+        return None, check
+    try:
+        node = SourceFile(r.file, text).find(r.function, _branch(spec, r))
+    except SourceError as exc:
+        return str(exc), {}
+    if node is None:
+        return f"{r.function} is not defined in {r.file} as patched", {}
+    check["first_line"] = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    if kind.live is Live.CLASS_MEMBER:
+        name = next(v for k, v in _params(spec, r).items() if kind.keys[k] is Key.IDENTIFIER)
+        return None, {**check, "name": name, "method": kind.hook is not None}
+    if live is Live.CODE_LINES:
+        lines = text.splitlines()[check["first_line"] - 1:node.end_lineno]
+        found = []
+        for needle in _needles(r):
+            at = [check["first_line"] + i for i, line in enumerate(lines) if needle in line]
+            if not at:
+                return f"{needle!r} is not in {r.function} in {r.file} as patched", {}
+            found += at
+        check["lines"] = sorted(set(found))
+    return None, check
+
+
+def _params(spec: Spec, r: planner.Resolved) -> dict[str, str]:
+    target = next(t for t in spec.targets if t.id == r.target)
+    return next(x for x in target.transforms if x.index == r.index).params
+
+
+def _branch(spec: Spec, r: planner.Resolved) -> str | None:
+    return next(t for t in spec.targets if t.id == r.target).branch
+
+
+def _needles(r: planner.Resolved) -> list[str]:
+    """The text each of the transform's edits put on a line of the patched file (its first line), where
+    that line has code: a removed statement leaves a marker comment or a ``pass``, shown by the live code
+    being the patched text alone."""
+    out = []
+    for edit in r.edits:
+        if isinstance(edit, NodeEdit) and isinstance(edit.new, cst.CSTNode) and not isinstance(edit.new, cst.Comment):
+            code = cst.Module(body=[]).code_for_node(edit.new).strip().splitlines()
+            needle = code[0].strip().rstrip(",") if code else ""
+            if needle.split("#")[0].strip() not in ("", "pass"):   # a comment or a pass may compile to nothing
+                out.append(needle)
+    return out
+
+
+def bound_names(code: str) -> list[str]:
+    """The module-level names an import statement binds."""
+    stmt = ast.parse(code.strip()).body[0]
+    if isinstance(stmt, ast.Import):
+        return [a.asname or a.name.split(".")[0] for a in stmt.names]
+    if isinstance(stmt, ast.ImportFrom):
+        return [a.asname or a.name for a in stmt.names if a.name != "*"]
+    return []
