@@ -84,6 +84,28 @@ def test_a_file_added_or_deleted_by_the_edit_is_refused_in_one_line(site, tmp_pa
     assert not (tmp_path / "fix").exists()
 
 
+def test_an_edit_outside_the_named_targets_is_not_dropped(site, tmp_path, capsys):
+    edit(site, SESSIONS, "        if username and password:\n",
+         "        if scheme.startswith('https'): username = None\n        if username and password:\n")
+    edit(site, SESSIONS, "        return new_proxies\n", "        new_proxies.pop('ftp', None)\n        return new_proxies\n")
+    code, out = record(capsys, "part", "--root", str(site), "--dir", str(tmp_path / "fix"),
+                       "--target", f"{SESSIONS}:SessionRedirectMixin.rebuild_proxies")
+    assert code == 0, out   # both edits are in the named definition
+    edit(site, "requests/utils.py", "    proxy_keys = [\n", "    scheme = scheme.lower()\n    proxy_keys = [\n")
+    edit(site, "requests/utils.py", "        d = d.items()\n", "        d = list(d.items())\n")   # dict_to_sequence
+    code, out = record(capsys, "narrow", "--root", str(site), "--dir", str(tmp_path / "two"),
+                       "--target", "requests/utils.py:select_proxy")
+    assert code == 2 and "the draft does not say the change" in out
+    assert not (tmp_path / "two").exists()
+
+
+def test_an_edit_that_is_not_python_is_one_line(site, tmp_path, capsys):
+    edit(site, SESSIONS, "        if username and password:\n", "        if username and password\n")
+    code, out = record(capsys, "broken", "--root", str(site), "--dir", str(tmp_path / "fix"))
+    assert code == 2 and "requests/sessions.py:327" in out and "not valid Python" in out
+    assert len(out.strip().splitlines()) == 1
+
+
 def test_a_changed_signature_has_no_faithful_transform_and_names_its_lines(site, tmp_path, capsys):
     edit(site, SESSIONS, "    def rebuild_proxies(self, prepared_request, proxies):",
          "    def rebuild_proxies(self, prepared_request, proxies, strict=False):")
@@ -183,6 +205,7 @@ def test_the_cve_2023_32681_change_edited_by_hand_into_requests_2_30_0_is_record
     spec = str(tmp_path / "fix" / "proxy-auth-tls.yaml")
     assert main(["check", spec, "--root", str(site)]) == 0
     assert (site / SESSIONS).read_bytes() != edited   # the spec's marked text, not the edit's bytes
+    assert (tmp_path / "fix" / "proxy-auth-tls.edit" / SESSIONS).read_bytes() == edited   # kept, comments and all
     assert fixed(site, "requests")
     assert main(["unapply", "proxy-auth-tls", "--root", str(site)]) == 0
     assert (site / SESSIONS).read_bytes() == (requests_230 / SESSIONS).read_bytes()

@@ -500,7 +500,7 @@ def cmd_record(args) -> Outcome:
     spec = done.written[0]
     if done.applied:
         lines += [f"applied: {rel} is now the pristine release with {spec.stem} applied (unapply gives back "
-                  "the release)" for rel in done.applied]
+                  "the release; your edit's own bytes are kept in the .edit directory)" for rel in done.applied]
     else:
         lines.append(f"next: patchspec apply {spec} --root {args.root}")
     return Outcome(Exit.OK, results, lines + done.notes)

@@ -42,15 +42,18 @@ def record(name: str, root_path: str, requirement: str | None = None, before: st
     draft = _draft(name, change)
     release = f"{change.dist}-{change.version}"
     where = drafting.paths(draft, Path(directory), release)
+    created = not Path(directory).exists()
     written = drafting.write(draft, where)
     try:
         _prove(draft, change, where)
         view = root if requirement else Root(root.path, {f.rel: f.pristine for f in change.files})
         profile = new_profile(release, view, str(where["spec"]))
         written.append(profile)
+        if not requirement:  # the edit's own bytes (its comments, its layout) are kept beside the spec
+            written += _keep_edits(change, Path(directory) / f"{name}.edit")
         applied = [] if requirement else apply_edit(str(where["spec"]), view)
     except BaseException:
-        drafting.remove([*written, where["profile"]], Path(directory))
+        drafting.remove([*written, where["profile"]], Path(directory), created)
         raise
     return Recorded(written, draft.targets, applied, change.notes)
 
@@ -94,13 +97,25 @@ def _draft(name: str, change: changes.Change) -> drafting.Draft:
     return drafting.Draft(name, summary, targets, imports, moved, sorted(moved_imports))
 
 
+def _keep_edits(change: changes.Change, directory: Path) -> list[Path]:
+    kept = []
+    for item in change.files:
+        path = directory / item.rel
+        if path.exists():
+            raise PatchspecError(f"{path} exists; nothing was written", file=str(path))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(item.edited)
+        kept.append(path)
+    return kept
+
+
 def _prove(draft: drafting.Draft, change: changes.Change, where: dict[str, Path]) -> None:
     """Compile the draft on the text it was recorded from; its tree must be the changed text's."""
     texts = {f.rel: f.old.text for f in change.files}
     compiled = prove.compile_texts(str(where["spec"]), texts)
     snippet = draft.snippet_text() if draft.has_snippets else None
     for item in change.files:
-        expected = item.new.text if not item.qualnames else \
+        expected = item.new.text if not (change.upstream and item.qualnames) else \
             prove.expected_text(item.old, item.new, item.qualnames) + "".join(
                 f"{i}\n" for i in draft.imports.get(item.rel, []) if not i.startswith("from _patchspec_runtime."))
         got = compiled.get(item.rel, item.old.text)

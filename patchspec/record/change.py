@@ -27,6 +27,7 @@ class FileChange:
     new: Text                   # the text the change gives
     installed: Text             # what is installed (the hand edit itself, or the release the spec is for)
     pristine: bytes             # the installed release's own bytes of the file
+    edited: bytes = b""         # a hand edit's bytes, as found
     qualnames: list[str] = field(default_factory=list)   # --target: only these definitions
 
 
@@ -126,12 +127,13 @@ def hand_edit(root: Root, targets: list[str]) -> Change:
         if want is not None and staterec.sha256(data) != want:
             raise PatchspecError(f"{rel}: the index's {dist} {item.version} is not what was installed (its bytes "
                                  "differ from RECORD's sha256); nothing was written", file=str(root.path / rel))
-        edit = _decode(root.read_bytes(rel) or b"", str(root.path / rel))
+        edited = root.read_bytes(rel) or b""
+        edit = _decode(edited, str(root.path / rel))
         pristine = _decode(data, rel)
         if pristine == edit:
             continue
         files.append(FileChange(rel, Text(rel, pristine), Text(rel, edit), Text(rel, edit), data,
-                                [q for r, q in named if r == rel]))
+                                qualnames=[q for r, q in named if r == rel], edited=edited))
     if not files:
         raise PatchspecError("the named files are as their release installed them; nothing was written",
                              file=str(root.path))

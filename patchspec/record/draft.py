@@ -148,13 +148,15 @@ def write(draft: Draft, where: dict[str, Path]) -> list[Path]:
     return list(texts)
 
 
-def remove(written: list[Path], directory: Path) -> None:
-    """Take back what ``write`` (and the profile draft) wrote, and the directories left empty."""
+def remove(written: list[Path], directory: Path, created: bool) -> None:
+    """Take back what ``write`` (and the profile draft) wrote, and the directories left empty (``directory``
+    itself when record ``created`` it)."""
     for path in written:
         path.unlink(missing_ok=True)
         for parent in path.parents:
             if not parent.exists():
                 continue
-            if parent == directory or not parent.is_relative_to(directory) or any(parent.iterdir()):
+            if not parent.is_relative_to(directory) or (parent == directory and not created) \
+                    or any(parent.iterdir()):
                 break
             parent.rmdir()

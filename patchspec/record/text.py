@@ -12,6 +12,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from patchspec.compiler.source import SourceFile, split_lines
+from patchspec.errors import PatchspecError
 
 DEF_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -27,7 +28,11 @@ class Text:
 
     @functools.cached_property
     def tree(self) -> ast.Module:
-        return ast.parse(self.text, filename=self.path)
+        try:
+            return ast.parse(self.text, filename=self.path)
+        except SyntaxError as exc:
+            raise PatchspecError(f"not valid Python: {exc.msg}; record reads what Python would run, nothing was "
+                                 "written", file=self.path, line=exc.lineno, col=exc.offset) from None
 
     @functools.cached_property
     def source(self) -> SourceFile:
@@ -36,7 +41,12 @@ class Text:
     @functools.cached_property
     def _statements(self) -> dict[tuple[int, int], list[cst.CSTNode]]:
         """libcst statements by where they start (line, column in characters)."""
-        wrapper = MetadataWrapper(cst.parse_module(self.text), unsafe_skip_copy=True)
+        try:
+            module = cst.parse_module(self.text)
+        except cst.ParserSyntaxError as exc:
+            raise PatchspecError(f"libcst cannot parse it: {str(exc).splitlines()[0]}; nothing was written",
+                                 file=self.path, line=exc.raw_line) from None
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
         positions = wrapper.resolve(PositionProvider)
         out: dict[tuple[int, int], list[cst.CSTNode]] = {}
         for node, where in positions.items():
