@@ -93,7 +93,10 @@ def spec_text(raw: bytes, where: str) -> str:
                              file=where, line=line, col=col) from None
 
 
+@functools.lru_cache(maxsize=256)
 def load_spec_bytes(raw: bytes, file: str) -> Spec:
+    """The spec in ``raw``; read once per text (a verb meets one spec several times: the file, the state
+    record's copy), and the frozen result is shared."""
     data = yamlloc.load(spec_text(raw, file), file)
     if not isinstance(data, dict):
         raise PatchspecError("a spec is a YAML mapping", file=file, line=1, col=1)

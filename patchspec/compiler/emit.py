@@ -14,11 +14,16 @@ class _ApplyNodeEdits(cst.CSTTransformer):
     """Every edit where its action says: a ``NODE`` action on its node (in stage order, each action with all
     its specs' new nodes in stacking order), the statement actions in the node's block."""
 
-    def __init__(self, edits: list[NodeEdit]) -> None:
+    def __init__(self, edits: list[NodeEdit], rebuilt: set[int] | None = None) -> None:
         super().__init__()
+        self.rebuilt = rebuilt
         self.by_node: dict[int, dict[Action, list[cst.CSTNode]]] = defaultdict(lambda: defaultdict(list))
         for edit in edits:
             self.by_node[id(edit.node)][edit.action].append(edit.new)
+
+    def on_visit(self, node) -> bool:
+        """Only the edited nodes and those containing them are rebuilt; the rest is kept as it is."""
+        return self.rebuilt is None or id(node) in self.rebuilt
 
     def on_leave(self, original, updated):
         edits = self.by_node.get(id(original))
@@ -77,8 +82,10 @@ class _ApplyNodeEdits(cst.CSTTransformer):
         return changes
 
 
-def render_fragment(fragment: Fragment, edits: list[NodeEdit]) -> str:
-    return fragment.render(fragment.module.visit(_ApplyNodeEdits(edits)))
+def render_fragment(fragment: Fragment, edits: list[NodeEdit], rebuilt: set[int] | None = None) -> str:
+    """``rebuilt``: the ids of the edited nodes and their ancestors (``Definition.enclosing``); None
+    rebuilds every node."""
+    return fragment.render(fragment.module.visit(_ApplyNodeEdits(edits, rebuilt)))
 
 
 def splice(source: SourceFile, fragments: dict[int, tuple[int, str]], line_edits: list[LineEdit]) -> str:

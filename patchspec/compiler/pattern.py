@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import re
 import textwrap
 from collections import defaultdict
@@ -84,8 +85,11 @@ def literal_value(node: cst.CSTNode) -> object:
     return type(value).__name__, value
 
 
+@functools.lru_cache(maxsize=4096)
 def parse(text: str, form: str) -> cst.CSTNode:
-    """Parse a pattern or code string; ``form`` is statement, expression, code or statement_or_expression."""
+    """Parse a pattern or code string; ``form`` is statement, expression, code or statement_or_expression.
+    Parsed once per text: a spec's strings are checked when it loads and read again when it resolves, and
+    libcst nodes are immutable, so one tree serves every use."""
     source = textwrap.dedent(text).strip("\n")
     if form in ("rewrite", "statements", "replacement"):
         return _parse_rewrite(placeholders(source), form)
@@ -248,6 +252,7 @@ def _item_matcher(item):
     return m.ZeroOrMore() if is_wildcard(item) else to_matcher(item)
 
 
+@functools.lru_cache(maxsize=4096)
 def compile_pattern(text: str, form: str):
     """Parse a pattern and return its matcher."""
     return to_matcher(parse(text, form))

@@ -10,7 +10,6 @@ import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-import libcst as cst
 
 from patchspec.compiler import lint, rewrite
 from patchspec.compiler.edits import LineEdit, NodeEdit, ResolveError, Status, marked_line
@@ -193,8 +192,9 @@ def emit(plan: Plan, specs: Iterable[Spec]) -> dict[str, str]:
                     node_edits.setdefault((r.file, r.function), []).append(edit)
         fragments = {}
         for key, edits in node_edits.items():
-            fragment = plan.definitions[key].fragment
-            plan.rendered[key] = render_fragment(fragment, edits)
+            definition = plan.definitions[key]
+            fragment = definition.fragment
+            plan.rendered[key] = render_fragment(fragment, edits, definition.enclosing(e.node for e in edits))
             fragments[fragment.start] = (fragment.end, plan.rendered[key])
         out[path] = splice(source, fragments, line_edits)
         broken = lint.compile_problem(path, out[path], rows)

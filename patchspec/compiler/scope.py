@@ -9,6 +9,7 @@ inserted code and the ``USES`` check read bindings only from here.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 
 DefNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
@@ -192,16 +193,25 @@ class Rebinding:
 
 def global_rebindings(tree: ast.Module, name: str) -> list[Rebinding]:
     """Statements that bind the module-level ``name`` from inside a function declaring it ``global``."""
-    found = []
+    return list(_global_rebindings(tree).get(name, ()))
+
+
+@functools.lru_cache(maxsize=16)
+def _global_rebindings(tree: ast.Module) -> dict[str, list[Rebinding]]:
+    """``global_rebindings`` of every name, from one walk of the module (a walk per target made resolving
+    quadratic in the number of targets of a file)."""
+    found: dict[str, list[Rebinding]] = {}
     for func in ast.walk(tree):
-        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) or isinstance(func, ast.Lambda):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         body = list(walk_scope(func.body))
-        if not any(isinstance(n, ast.Global) and name in n.names for n in body):
+        declared = {name for n in body if isinstance(n, ast.Global) for name in n.names}
+        if not declared:
             continue
         for stmt in body:
-            if isinstance(stmt, ast.stmt) and not isinstance(stmt, ast.Global) and name in statement_binds(stmt):
-                found.append(Rebinding(stmt, func, keeps(stmt, name)))
+            if isinstance(stmt, ast.stmt) and not isinstance(stmt, ast.Global):
+                for name in sorted(declared & statement_binds(stmt)):
+                    found.setdefault(name, []).append(Rebinding(stmt, func, keeps(stmt, name)))
     return found
 
 

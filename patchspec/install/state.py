@@ -92,6 +92,13 @@ def _schema() -> dict:
     return json.loads(resources.files("patchspec").joinpath("schema/state.schema.json").read_text())
 
 
+@functools.cache
+def _validator():
+    """Built once: ``jsonschema.validate`` checks the schema itself on every call, the most of a check."""
+    schema = _schema()
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
 @dataclass
 class State:
     specs: dict[str, SpecRecord] = field(default_factory=dict)
@@ -101,7 +108,9 @@ class State:
     @classmethod
     def from_json(cls, data, where: str) -> "State":
         try:
-            jsonschema.validate(data, _schema())
+            error = jsonschema.exceptions.best_match(_validator().iter_errors(data))
+            if error is not None:
+                raise error
         except jsonschema.ValidationError as exc:
             path = "/".join(str(p) for p in exc.absolute_path) or "top level"
             raise PatchspecError(f"state record is not one patchspec wrote ({path}: {exc.message}); "

@@ -6,7 +6,12 @@ transforms, so the spec stays written for the newest release and older ones say 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
+import json
+import os
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +55,33 @@ class Pin:
 
 
 @dataclass(frozen=True)
+class Pins:
+    """What ``--release auto`` reads of a profile: its pins and the specs it has a section for."""
+
+    release: str
+    packages: dict[str, Pin]
+    specs: frozenset[str] | None         # None: a profile of every spec beside it
+
+    def covers(self, spec: str) -> bool:
+        return self.specs is None or spec in self.specs
+
+    def matches(self, found: dict[str, installed.Installed]) -> bool:
+        """Every package of the profile that is installed is admitted by its pin, and one at least is."""
+        present = [name for name in self.packages if name in found]
+        return bool(present) and all(self.packages[name].admits(found[name]) for name in present)
+
+    def to_json(self) -> list:
+        return [self.release, {n: [str(p.versions), list(p.distributions), p.ref] for n, p in self.packages.items()},
+                None if self.specs is None else sorted(self.specs)]
+
+    @classmethod
+    def from_json(cls, data: list) -> Pins:
+        release, packages, specs = data
+        return cls(release, {n: Pin(SpecifierSet(v), tuple(d), ref) for n, (v, d, ref) in packages.items()},
+                   None if specs is None else frozenset(specs))
+
+
+@dataclass(frozen=True)
 class Profile:
     release: str
     packages: dict[str, Pin]
@@ -60,13 +92,15 @@ class Profile:
     def fingerprints(self, spec: str) -> dict[str, str]:
         return dict((self.specs or {}).get(spec, {}).get("fingerprints", {}))
 
+    @functools.cached_property
+    def pins(self) -> Pins:
+        return Pins(self.release, self.packages, None if self.specs is None else frozenset(self.specs))
+
     def covers(self, spec: str) -> bool:
-        return self.specs is None or spec in self.specs
+        return self.pins.covers(spec)
 
     def matches(self, found: dict[str, installed.Installed]) -> bool:
-        """Every package of the profile that is installed is admitted by its pin, and one at least is."""
-        present = [name for name in self.packages if name in found]
-        return bool(present) and all(self.packages[name].admits(found[name]) for name in present)
+        return self.pins.matches(found)
 
     def distribution(self, package: str) -> str:
         """The PyPI name to fetch ``package`` by: the first distribution the profile names, else the import name."""
@@ -100,7 +134,10 @@ def load_profile(directory: Path, release: str) -> Profile:
     return load_profile_text(path.read_text(), str(path))
 
 
+@functools.lru_cache(maxsize=1024)
 def load_profile_text(text: str, file: str) -> Profile:
+    """The profile in ``text``; read once per text (``--release auto`` and the state record meet each
+    profile again), and the result is shared: read it, never change it."""
     data = yamlloc.load(text, file)
     if not isinstance(data, dict):
         raise PatchspecError("a release profile is a YAML mapping", file=file, line=1, col=1)
@@ -119,14 +156,86 @@ def load_profile_text(text: str, file: str) -> Profile:
     return Profile(data["release"], packages, data.get("specs"), file, text)
 
 
+INDEX_FILE = "profile-pins.json"   # in the cache directory: the pins of every profile text read before
+INDEX_VERSION = 1
+INDEX_SIZE = 4096
+
+
+def all_pins(directory: Path) -> dict[str, Pins]:
+    """The pins of every profile beside a spec, by release. A profile text read before (by any verb, in
+    any process) is looked up by its hash in an index in the cache directory, so that ``--release auto``
+    costs one file read per profile, not a YAML parse and a schema check; a text not in the index is
+    loaded in full (and refused as ``load_profile`` refuses it), then indexed."""
+    index = _read_index()
+    entries = index["entries"]
+    out: dict[str, Pins] = {}
+    added = False
+    for release in known_releases(directory):
+        path = directory / f"{release}.yaml"
+        text = path.read_text()
+        key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        if key in entries:
+            out[release] = Pins.from_json(entries[key])
+            continue
+        out[release] = load_profile_text(text, str(path)).pins
+        entries[key] = out[release].to_json()
+        added = True
+    if added:
+        _write_index(index)
+    return out
+
+
+def _index_path() -> Path:
+    from patchspec.releases.cache import cache_dir
+    return cache_dir() / INDEX_FILE
+
+
+def _schema_key() -> str:
+    from patchspec.spec import schema_text
+    return hashlib.sha256(schema_text("profile").encode()).hexdigest()
+
+
+def _read_index() -> dict:
+    """The index, or an empty one when it is missing, unreadable, or was written for another profile
+    schema (a text valid under that schema may not be valid under this one)."""
+    empty = {"version": INDEX_VERSION, "schema": _schema_key(), "entries": {}}
+    try:
+        index = json.loads(_index_path().read_text())
+    except (OSError, ValueError):
+        return empty
+    if not isinstance(index, dict) or {k: index.get(k) for k in ("version", "schema")} != \
+            {k: empty[k] for k in ("version", "schema")} or not isinstance(index.get("entries"), dict):
+        return empty
+    return index
+
+
+def _write_index(index: dict) -> None:
+    """Replaced whole (a reader never sees half a file); a lost race loses entries, never correctness.
+    An index that cannot be written is no error: the next verb reads the profiles again."""
+    entries = index["entries"]
+    index["entries"] = dict(list(entries.items())[-INDEX_SIZE:])
+    path = _index_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=INDEX_FILE, suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(index, out)
+        os.replace(tmp, path)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+
+
 def supported_releases(directory: Path, spec: Spec) -> list[str]:
     """The releases a spec supports: the profiles beside it that cover it (no hand-kept list)."""
-    return [r for r in known_releases(directory) if load_profile(directory, r).covers(spec.name)]
+    return [r for r, pins in all_pins(directory).items() if pins.covers(spec.name)]
 
 
 def matching_releases(directory: Path, found: dict[str, installed.Installed], spec: Spec) -> list[str]:
     """The releases of the spec whose profile's pins admit what is installed under the root."""
-    return [r for r in supported_releases(directory, spec) if load_profile(directory, r).matches(found)]
+    return [r for r, pins in all_pins(directory).items() if pins.covers(spec.name) and pins.matches(found)]
 
 
 def describe(found: dict[str, installed.Installed], packages) -> str:
@@ -158,8 +267,10 @@ def select_release(directory: Path, found: dict[str, installed.Installed], spec:
 
 def nearest_release(directory: Path, releases: list[str], found: dict[str, installed.Installed]) -> str:
     """The profile whose pinned versions are closest to the installed ones (by version order)."""
+    pins = all_pins(directory)
+
     def distance(release: str):
-        profile = load_profile(directory, release)
+        profile = pins[release]
         gaps = []
         for name, pin in profile.packages.items():
             if name not in found:

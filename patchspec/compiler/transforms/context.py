@@ -28,39 +28,42 @@ class Definition:
         return self.source.fragment(self.node)
 
     @functools.cached_property
+    def _walk(self) -> _WalkState:
+        """The one walk of the definition: a code generation pass, which meets every node in source order
+        (a ``CSTVisitor`` walk rebuilds every node it passes and costs several times more)."""
+        module = self.fragment.module
+        state = _WalkState(default_indent=module.default_indent, default_newline=module.default_newline,
+                           target=self.fragment.node)
+        module._codegen(state)
+        return state
+
+    @property
     def _nodes(self) -> dict[type, list[cst.CSTNode]]:
         """Every node of the definition by type, in source order: one walk serves every pattern."""
-        nodes: dict[type, list[cst.CSTNode]] = {}
-
-        class Collect(cst.CSTVisitor):
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                nodes.setdefault(type(node), []).append(node)
-                return True
-
-        self.fragment.node.visit(Collect())
-        return nodes
-
-    @functools.cached_property
-    def _parents(self) -> dict[int, cst.CSTNode]:
-        """Each node's parent, by the child's id: walked only for the kinds that ask (the rewrites)."""
-        parents: dict[int, cst.CSTNode] = {}
-
-        class Collect(cst.CSTVisitor):
-            def on_visit(self, node: cst.CSTNode) -> bool:
-                for child in node.children:
-                    parents[id(child)] = node
-                return True
-
-        self.fragment.node.visit(Collect())
-        return parents
+        return self._walk.nodes
 
     def ancestors(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         """The nodes enclosing ``node``, innermost first, up to the definition itself."""
-        parents = self._parents
+        parents = self._walk.parents
         out = []
-        while id(node) in parents:
+        while node is not self.fragment.node and id(node) in parents:
             node = parents[id(node)]
             out.append(node)
+        return out
+
+    def enclosing(self, nodes) -> set[int]:
+        """The ids of ``nodes`` and of every node that contains one of them, up to the fragment's module:
+        the only nodes an edit of ``nodes`` has to rebuild."""
+        parents = self._walk.parents
+        out: set[int] = set()
+        for node in nodes:
+            key = id(node)
+            while key not in out:
+                out.add(key)
+                parent = parents.get(key)
+                if parent is None:
+                    break
+                key = id(parent)
         return out
 
     def statement_of(self, node: cst.CSTNode) -> cst.BaseStatement:
@@ -94,13 +97,10 @@ class Definition:
 
     @functools.cached_property
     def _lines(self) -> dict[int, int]:
-        """File line of every statement and call: one code generation pass over the fragment, which
-        costs a fraction of libcst's PositionProvider (that records a range for every node)."""
-        module = self.fragment.module
-        state = _LineState(default_indent=module.default_indent, default_newline=module.default_newline)
-        module._codegen(state)
+        """File line of every statement and call (libcst's PositionProvider would record a range for
+        every node, at several times the cost)."""
         offset = self.fragment.start - (2 if self.fragment.header else 1)
-        return {key: line + offset for key, line in state.lines.items()}
+        return {key: line + offset for key, line in self._walk.lines.items()}
 
     def line_of(self, node: cst.CSTNode) -> int:
         if node is self.fragment.node:
@@ -111,15 +111,39 @@ class Definition:
 
 
 @dataclass
-class _LineState(CodegenState):
-    """A code generator that counts lines and notes where each statement and call starts."""
+class _WalkState(CodegenState):
+    """A code generator that keeps no text: it notes each node of ``target`` by type, each node's
+    parent, and the line where each statement and call starts."""
 
+    target: cst.CSTNode | None = None
     line: int = 1
     lines: dict[int, int] = field(default_factory=dict)
+    nodes: dict[type, list[cst.CSTNode]] = field(default_factory=dict)
+    parents: dict[int, cst.CSTNode] = field(default_factory=dict)
+    stack: list[cst.CSTNode] = field(default_factory=list)
+    inside: bool = False
 
     def add_token(self, value: str) -> None:
-        self.tokens.append(value)
         self.line += value.count("\n")
+
+    def add_indent_tokens(self) -> None:
+        pass
+
+    def pop_trailing_newline(self) -> None:
+        pass
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if self.stack:
+            self.parents[id(node)] = self.stack[-1]
+        self.stack.append(node)
+        self.inside = self.inside or node is self.target
+        if self.inside:
+            self.nodes.setdefault(type(node), []).append(node)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        self.stack.pop()
+        if node is self.target:
+            self.inside = False
 
     @contextlib.contextmanager
     def record_syntactic_position(self, node, *, start_node=None, end_node=None):
