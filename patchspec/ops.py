@@ -110,6 +110,11 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         raise_plan_errors(prepared.plan)
         files = set(prepared.plan.files)
         if not files:
+            done = [r for r in prepared.plan.resolved if r.ok and not r.edits]
+            if done:   # a rewrite whose replacement the release holds already (drift: obsolete)
+                raise PatchspecError(f"nothing to apply: this release already holds every change of {spec.name} "
+                                     f"({done[0].target}#{done[0].index}: {done[0].note or 'nothing to do'}); "
+                                     f"the fix is upstream", file=spec_path)
             raise PatchspecError(f"nothing to apply: every target of {spec.name} was skipped", file=spec_path)
         for rel in files & set(state.files):
             _verify_file(root, state, rel)
