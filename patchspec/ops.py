@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchspec.compiler import bindings, encoding, plan as planner, snippet_api
+from patchspec.compiler import bindings, encoding, gcpause, plan as planner, snippet_api
 from patchspec.compiler.edits import Status
 from patchspec import proof, snippets
 from patchspec.install import bytecode, installed, interpreter, state as staterec, txn
@@ -264,6 +264,7 @@ def _drop_stale(root: Root, state: staterec.State, records: PipRecords, names: l
     return notes
 
 
+@gcpause.paused
 def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = None,
           lock_timeout: float = 30.0, verify: bool = True, python: str | None = None,
           timeout: float = interpreter.TIMEOUT) -> ApplyResult:
@@ -543,6 +544,7 @@ def consistent(root_path: str | Root, compute):
     return result
 
 
+@gcpause.paused
 def check(spec_path: str, release: str, root_path: str, only: set[str] | None = None) -> CheckResult:
     """Writes nothing. With an interrupted run pending, or another process's run under way, answers for
     the root as it was before it; a record that an upgrade made stale is answered as ``apply`` will see

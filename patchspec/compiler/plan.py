@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from patchspec.compiler import lint, rewrite
+from patchspec.compiler import gcpause, lint, rewrite
 from patchspec.compiler.edits import LineEdit, NodeEdit, ResolveError, Status, marked_line
 from patchspec.compiler.emit import render_fragment, splice
 from patchspec.compiler.source import SourceError, SourceFile, TargetAmbiguous, TargetNotLive
@@ -65,6 +65,7 @@ class Plan:
         return sorted({r.file for r in self.resolved if r.ok and r.edits})
 
 
+@gcpause.paused
 def resolve(specs: Iterable[Spec], read: Callable[[str], str | None],
             has_package: Callable[[str], bool], only: set[str] | None = None,
             sources: dict[str, SourceFile] | None = None) -> Plan:
@@ -156,6 +157,7 @@ class ConflictError(ValueError):
         self.file, self.line, self.locations = file, line, locations
 
 
+@gcpause.paused
 def emit(plan: Plan, specs: Iterable[Spec]) -> dict[str, str]:
     """The patched text of every file the plan changes. The plan must have no errors.
 
