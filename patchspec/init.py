@@ -21,6 +21,7 @@ import yaml
 
 from patchspec.install import installed
 from patchspec.releases import drift_report
+from patchspec.compiler.scope import ACCESSORS
 from patchspec.compiler.source import SourceError, SourceFile
 from patchspec.errors import PatchspecError
 from patchspec.model import package_of
@@ -34,7 +35,9 @@ class Hooked:
 
     @property
     def hook(self) -> str:
-        return "wrap_" + re.sub(r"\W", "_", self.function.rsplit(".", 1)[-1]).strip("_").lower()
+        parts = self.function.split(".")
+        named = parts[-2:] if len(parts) > 1 and parts[-1] in ACCESSORS else parts[-1:]   # host.setter
+        return "wrap_" + re.sub(r"\W", "_", "_".join(named)).strip("_").lower()
 
     @property
     def target_id(self) -> str:

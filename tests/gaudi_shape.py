@@ -9,8 +9,10 @@ import tempfile
 from pathlib import Path
 
 SHAPE = Path(__file__).resolve().parent / "fixtures" / "gaudi_shape"
-LAYOUT = {"runner.py": "vllm_gaudi/v1/worker/hpu_model_runner.py", "worker.py": "vllm_gaudi/v1/worker/hpu_worker.py"}
-PACKAGES = ["vllm_gaudi", "vllm_gaudi/v1", "vllm_gaudi/v1/worker"]
+LAYOUT = {"runner.py": "vllm_gaudi/v1/worker/hpu_model_runner.py", "worker.py": "vllm_gaudi/v1/worker/hpu_worker.py",
+          "bucketing.py": "vllm_gaudi/extension/bucketing/common.py"}
+PACKAGES = ["vllm_gaudi", "vllm_gaudi/v1", "vllm_gaudi/v1/worker", "vllm_gaudi/extension",
+            "vllm_gaudi/extension/bucketing"]
 
 
 def fixture_root() -> Path:

@@ -6,7 +6,6 @@ profile drafted with ``profile new``) with ``-m releases_all``. On the release t
 calls every rewrite of the spec obsolete."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

@@ -122,14 +122,19 @@ def test_seen_2_a_property_is_named_by_its_getter_and_its_setter(tmp_path, copy_
     """) == "example.com ['host', ('get',), ('set', 'other.org')]"
 
 
-def test_seen_2_init_drafts_a_wrap_of_the_getter(tmp_path, capsys):
+@pytest.mark.parametrize("target, line, hook", [
+    ("HTTPConnection.host", 169, "wrap_host"),            # `def host(self) -> str:` under @property
+    ("HTTPConnection.host.setter", 188, "wrap_host_setter"),
+])
+def test_seen_2_init_drafts_a_wrap_of_the_accessor_named(tmp_path, capsys, target, line, hook):
     root = pypi_root("urllib3==2.0.5")
     code, out = verb(capsys, "init", "host-hook", "--root", str(root), "--target",
-                     "urllib3/connection.py:HTTPConnection.host", "--dir", str(tmp_path))
+                     f"urllib3/connection.py:{target}", "--dir", str(tmp_path))
     assert code == 0, out
+    assert f"with: {hook}" in (tmp_path / "host-hook.yaml").read_text()
     prepared = ops.prepare(str(tmp_path / "host-hook.yaml"), "auto", str(root))
     (row,) = prepared.plan.resolved
-    assert row.ok and row.line == 169   # `def host(self) -> str:` under @property, not the setter (188)
+    assert row.ok and row.line == line
 
 
 # --- 3. a class defined only in a fallback branch ----------------------------------------------------

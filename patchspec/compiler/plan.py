@@ -10,7 +10,6 @@ import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-import libcst as cst
 
 from patchspec.compiler import gcpause, lint, rewrite
 from patchspec.compiler.edits import LineEdit, NodeEdit, ResolveError, Status, marked_line

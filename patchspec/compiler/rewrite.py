@@ -8,7 +8,6 @@ captured back into the replacement. Outside string literals only: a ``$`` inside
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from patchspec.compiler.edits import with_marker
 from patchspec.compiler.pattern import metavariable, names_in, placeholders

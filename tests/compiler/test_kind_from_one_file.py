@@ -64,7 +64,8 @@ def throwaway_kind(tmp_path, monkeypatch):
 def test_a_kind_from_one_file_runs_through_every_verb(throwaway_kind, tmp_path, capsys):
     assert throwaway_kind.name in spec_module.schema()["$defs"]["transform"]["propertyNames"]["enum"]
     root = toy_root(tmp_path / "root")
-    (root / "pkg" / "a.py").write_text("def checked_call(n):\n    return -n\n\n\ndef marker_call(n):\n    return n\n\n\n"
+    (root / "pkg" / "a.py").write_text("def checked_call(n):\n    return -n\n\n\n"
+                                       "def marker_call(n):\n    return n\n\n\n"
                                        "def target(self):\n    x = 1\n    return marker_call(1)\n")
     spec_dir = tmp_path / "spec"
     (spec_dir / "releases").mkdir(parents=True)

@@ -106,11 +106,14 @@ def test_drift_is_caught(mutation, gaudi_root, copy_root):
     if mutation == "renamed-local":
         path.write_text(text.replace("pd_info", "prompt_decode_info"))
         prepared = ops.prepare(str(SPEC), release, str(root), only={"vllm_gaudi"})
-        planner.emit(prepared.plan, [prepared.spec])
-        found = ops.binding_problems(prepared)
+        found = [e.detail for e in prepared.plan.errors]
         assert [f.rsplit(": ", 1)[1] for f in found] == ["pd_info"], found
         assert "HPUModelRunner.sample_tokens:" in found[0]
-        _assert_check_reports(root, release, "pd_info")
+        result = ops.check(str(SPEC), release, str(root), only={"vllm_gaudi"})
+        assert result.code == Exit.BROKEN
+        with pytest.raises(PatchspecError, match="pd_info"):
+            ops.apply(str(SPEC), release, str(root), only={"vllm_gaudi"})
+        assert not (root / ".patchspec").exists()
         return
     if mutation == "renamed-parameter":
         text = text.replace("def _configure_lora(self, input, requests, req_ids, is_prompt)",

@@ -23,5 +23,5 @@ def add_import(ctx: TargetContext, params: dict[str, str]):
 ADD_IMPORT = Kind("add_import", "a module-level import statement, added after the leading imports (any "
                   "target in the file); none when the file has that very import already",
                   {"import": Key.CODE}, add_import, any_target=True,
-                  binds=lambda params: Binds(module=frozenset(scope.statement_binds(ast.parse(params["import"].strip()).body[0]))), rank=7,
-                  live=Live.MODULE_NAME)
+                  binds=lambda params: Binds(module=frozenset(scope.statement_binds(
+                      ast.parse(params["import"].strip()).body[0]))), rank=7, live=Live.MODULE_NAME)

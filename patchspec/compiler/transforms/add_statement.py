@@ -9,7 +9,7 @@ import libcst as cst
 from patchspec.compiler import pattern, rewrite, scope
 from patchspec.compiler.edits import Action, NodeEdit, Place
 from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Binds, Key, Kind
+from patchspec.compiler.transforms.kind import Binds, Key, Kind, Live
 
 AFTER_TARGET = Action("after-target", Place.AFTER)
 
@@ -22,7 +22,7 @@ def add_statement(ctx: TargetContext, params: dict[str, str]):
     for index, stmt in enumerate(marked.body):
         if index == 0 and not isinstance(first, ast.Assign | ast.AnnAssign):
             # after a definition: two blank lines at module level, one in a class, as a formatter puts them
-            blank = (cst.EmptyLine(),) * (2 if not ctx.fragment.header else 1)
+            blank = (cst.EmptyLine(indent=False),) * (2 if not ctx.fragment.header else 1)
             stmt = stmt.with_changes(leading_lines=(*blank, *stmt.leading_lines))
         edits.append(NodeEdit(AFTER_TARGET, ctx.fragment.node, stmt, ctx.owner))
     return first.lineno, edits
@@ -37,4 +37,5 @@ def _binds(params: dict[str, str]) -> Binds:
 
 ADD_STATEMENT = Kind("add_statement", "`code` (one or more statements) right after the target definition or "
                      "assignment, at its level: a name a fix adds to a module or class", {"code": Key.REPLACEMENT},
-                     add_statement, actions=(AFTER_TARGET,), any_definition=True, binds=_binds, rank=12)
+                     add_statement, actions=(AFTER_TARGET,), any_definition=True, binds=_binds, rank=12,
+                     live=Live.MODULE_NAME)

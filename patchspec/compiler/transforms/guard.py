@@ -61,5 +61,5 @@ def guard(ctx: TargetContext, params: dict[str, str]):
 
 GUARD_KIND = Kind("guard", "the one run of consecutive statements matching `statements` goes inside `by`, a "
                   "`try` or `with` statement whose body is the single statement `$$$BODY`",
-                  {"statements": Key.STATEMENTS_PATTERN, "by": Key.REPLACEMENT}, guard, actions=(GUARD, ABSORB), rewrites=True,
-                  rank=11)
+                  {"statements": Key.STATEMENTS_PATTERN, "by": Key.REPLACEMENT}, guard, actions=(GUARD, ABSORB),
+                  rewrites=True, rank=11)

@@ -18,7 +18,7 @@ from patchspec.compiler.edits import NodeEdit, ResolveError, Status
 from patchspec.compiler.fingerprint import tokens
 from patchspec.compiler.transforms.context import TargetContext
 from patchspec.compiler.transforms.kind import Key, Kind, Live
-from patchspec.compiler.transforms.replace import EXPRESSION, MARK, marker_edit
+from patchspec.compiler.transforms.replace import EXPRESSION, marker_edit
 
 
 def _value_node(ctx: TargetContext, params: dict[str, str]) -> tuple[cst.BaseExpression, str]:

@@ -35,9 +35,11 @@ from .loader import (
 )
 from .partition import refuse_split_shared_state
 from .async_scheduling import async_scheduling_off_for_pipeline
+from .startup import refuse_at_startup
 from .scheduler import admission_cap_reached, running_cap_reached
 
 # --- HPU runner, HPU graphs and worker start-up (runner.py, graphs.py, worker.py) ---
+from .buckets import bound_buckets_to_microbatch
 from .graphs import intermediate_tensors_iter, stage_output, take_intermediate_tensors
 from .runner import (
     non_last_stage_output,

@@ -4,19 +4,44 @@
 
 Values are read at each attribute access, not at import, so a process (or a test) may
 set them late.
+
+The transfer timeouts default to a share of vLLM's ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``
+(the executor's bound on one step, 300 s by default), so that a silent peer stops the
+waiting stage with the transfer's named error while vLLM still waits for that stage's
+answer; ``startup.py`` refuses an explicit value that leaves it no room.
 """
 
 import os
 from typing import Any, Callable
+
+# The share of vLLM's step timeout a stage may wait on its neighbour: the rest covers
+# the step queued ahead of the waiting one on that stage and the error's way back.
+RPC_TIMEOUT_SHARE = 0.8
+
+
+def rpc_timeout_s() -> float:
+    """vLLM's ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``, as vLLM reads it."""
+    from vllm import envs as vllm_envs
+
+    return float(vllm_envs.VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS)
+
+
+def _transfer_timeout_s(name: str) -> float:
+    value = os.getenv(name)
+    if value is not None:
+        return float(value)
+    return RPC_TIMEOUT_SHARE * rpc_timeout_s()
+
 
 environment_variables: dict[str, Callable[[], Any]] = {
     # Every N messages, tensor-parallel rank 0 of each stage logs its transfer counters;
     # 0 = off.
     "VLLM_HPU_PP_STATS_EVERY": lambda: int(os.getenv("VLLM_HPU_PP_STATS_EVERY", "0")),
     # Seconds a stage-to-stage send, receive or all-gather may take before the peer
-    # counts as dead. Generous by default: the first forward of the previous stage may
-    # compile HPU graphs.
-    "VLLM_HPU_PP_TIMEOUT_S": lambda: float(os.getenv("VLLM_HPU_PP_TIMEOUT_S", "600")),
+    # counts as dead; by default RPC_TIMEOUT_SHARE of VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS
+    # (240 s at vLLM's default). First-forward graph compiles of the previous stage need
+    # more: raise VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS and this follows (docs/serving.md).
+    "VLLM_HPU_PP_TIMEOUT_S": lambda: _transfer_timeout_s("VLLM_HPU_PP_TIMEOUT_S"),
     # Payloads of at least this many bytes are split across the tensor-parallel ranks.
     "VLLM_HPU_PP_SPLIT_BYTES": lambda: int(
         os.getenv("VLLM_HPU_PP_SPLIT_BYTES", str(1 << 20))
@@ -34,9 +59,10 @@ environment_variables: dict[str, Callable[[], Any]] = {
     ),
     # vLLM's own pipeline path (GroupCoordinator.isend/irecv_tensor_dict, the
     # pipeline-transfer spec): seconds a stage-to-stage transfer may take before the
-    # peer counts as dead, and the stats interval.
-    "VLLM_PP_TRANSFER_TIMEOUT_S": lambda: float(
-        os.getenv("VLLM_PP_TRANSFER_TIMEOUT_S", "600")
+    # peer counts as dead (defaulting as VLLM_HPU_PP_TIMEOUT_S does), and the stats
+    # interval.
+    "VLLM_PP_TRANSFER_TIMEOUT_S": lambda: _transfer_timeout_s(
+        "VLLM_PP_TRANSFER_TIMEOUT_S"
     ),
     "VLLM_PP_TRANSFER_STATS_EVERY": lambda: int(
         os.getenv("VLLM_PP_TRANSFER_STATS_EVERY", "0")

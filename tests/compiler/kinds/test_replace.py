@@ -1,0 +1,85 @@
+"""``replace``: an expression or a statement matched by a pattern with metavariables becomes new code."""
+from __future__ import annotations
+
+import pytest
+
+from tests.compiler.kinds.cases import d, patched, status
+
+CASES = [
+    pytest.param("S.rebuild",
+                 {"replace": {"pattern": "$U and $P", "by": 'not scheme.startswith("https") and $U and $P'}},
+                 """
+                 class S:
+                     def rebuild(self, proxies, scheme):
+                         username, password = get_auth(proxies)
+
+                         if username and password:   # keep me
+                             headers["Proxy-Authorization"] = auth(username, password)
+                 """,
+                 """
+                 class S:
+                     def rebuild(self, proxies, scheme):
+                         username, password = get_auth(proxies)
+
+                         if not scheme.startswith("https") and username and password:   # keep me  # patchspec: fix
+                             headers["Proxy-Authorization"] = auth(username, password)
+                 """, id="replace-expression-in-an-if-test-keeps-its-comment"),
+    pytest.param("f", {"replace": {"pattern": "g($$$ARGS)", "by": "g($$$ARGS, strict=True)"}},
+                 """
+                 from m import g
+
+                 def f(a):
+                     return g(a,  # first
+                              2)
+                 """,
+                 """
+                 from m import g
+
+                 def f(a):
+                     return g(a,  # first
+                              2, strict=True)  # patchspec: fix
+                 """, id="replace-a-run-metavariable-keeps-upstream-s-layout"),
+    pytest.param("f", {"replace": {"pattern": 'rv = " ".join(...)',
+                                   "by": 'items = []\nfor k, v in d.items():\n    if v is None:\n        continue\n'
+                                         '    items.append(f"{k}={v}")\nrv = " ".join(items)\n'}},
+                 '''
+                 def f(d):
+                     """Doc."""
+                     # join them
+                     rv = " ".join(
+                         f"{k}={v}"
+                         for k, v in d.items()
+                         if v is not None
+                     )
+                     return rv
+                 ''',
+                 '''
+                 def f(d):
+                     """Doc."""
+                     # join them
+                     items = []  # patchspec: fix
+                     for k, v in d.items():  # patchspec: fix
+                         if v is None:  # patchspec: fix
+                             continue  # patchspec: fix
+                         items.append(f"{k}={v}")  # patchspec: fix
+                     rv = " ".join(items)  # patchspec: fix
+                     return rv
+                 ''', id="replace-a-statement-by-several-each-line-marked"),
+]
+
+
+@pytest.mark.parametrize("function,transform,source,expected", CASES)
+def test_replace(function, transform, source, expected):
+    assert patched(function, transform, source) == d(expected)
+
+
+@pytest.mark.parametrize("function,transform,source,what", [
+    pytest.param("f", {"replace": {"pattern": "$A + $A", "by": "2 * $A"}}, "def f(x, y):\n    return x + y\n",
+                 "missing", id="a-metavariable-named-twice-must-match-equal-code"),
+    pytest.param("f", {"replace": {"pattern": "g($X)", "by": "h($X)"}}, "def f():\n    g(1)\n    g(2)\n",
+                 "ambiguous", id="matched-twice-is-refused-with-both-lines"),
+    pytest.param("f", {"replace": {"pattern": "g($X)", "by": "h($Y)"}}, "def f():\n    g(1)\n",
+                 "not-applicable", id="the-replacement-names-an-unbound-metavariable"),
+])
+def test_replace_refused(function, transform, source, what):
+    assert status(function, transform, source) == what
