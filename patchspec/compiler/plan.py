@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 
 from patchspec.compiler import gcpause, lint, rewrite
-from patchspec.compiler.edits import LineEdit, NodeEdit, ResolveError, Status, marked_line
+from patchspec.compiler.edits import ConflictError, LineEdit, NodeEdit, ResolveError, Status, marked_line
 from patchspec.compiler.emit import render_fragment, splice
 from patchspec.compiler.source import SourceError, SourceFile, TargetAmbiguous, TargetNotLive
 from patchspec.compiler.transforms import KINDS
@@ -145,15 +145,6 @@ def _did_you_mean(qualname: str, source: SourceFile) -> str:
         return ""
     close = difflib.get_close_matches(qualname, names, n=3, cutoff=0.6)
     return f"; did you mean {' or '.join(close)}?" if close else ""
-
-
-class ConflictError(ValueError):
-    """Edits that cannot coexist, or inserted code that would not run; ``locations`` are the spec's
-    transforms concerned, ``line`` the source line."""
-
-    def __init__(self, message: str, file: str, line: int | None, locations: list[Loc]) -> None:
-        super().__init__(message)
-        self.file, self.line, self.locations = file, line, locations
 
 
 @gcpause.paused
