@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchspec import proof, snippets
-from patchspec.compiler import encoding
+from patchspec.compiler import encoding, gcpause
 from patchspec.compiler.edits import ConflictError, Status
 from patchspec.compiler.plan import Resolved, emit, resolve
 from patchspec.errors import Exit, PatchspecError
@@ -79,6 +79,7 @@ def _drop_stale(root: Root, state: State, records: PipRecords, names: list[str],
     return notes
 
 
+@gcpause.paused
 def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = None,
           lock_timeout: float = 30.0, verify: bool = True, python: str | None = None,
           timeout: float = interpreter.TIMEOUT) -> ApplyResult:
@@ -366,6 +367,7 @@ def consistent(root_path: str | Root, compute):
     return result
 
 
+@gcpause.paused
 def check(spec_path: str, release: str, root_path: str, only: set[str] | None = None) -> CheckResult:
     """Writes nothing. With an interrupted run pending, or another process's run under way, answers for
     the root as it was before it; a record that an upgrade made stale is answered as ``apply`` will see
