@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchspec import proof, snippets
-from patchspec.compiler import encoding
+from patchspec.compiler import encoding, gcpause
 from patchspec.compiler.edits import ConflictError, Status
 from patchspec.compiler.plan import Resolved, emit, resolve
 from patchspec.errors import Exit, PatchspecError
@@ -79,6 +79,7 @@ def _drop_stale(root: Root, state: State, records: PipRecords, names: list[str],
     return notes
 
 
+@gcpause.paused
 def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = None,
           lock_timeout: float = 30.0, verify: bool = True, python: str | None = None,
           timeout: float = interpreter.TIMEOUT) -> ApplyResult:
@@ -110,6 +111,11 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         raise_plan_errors(prepared.plan)
         files = set(prepared.plan.files)
         if not files:
+            done = [r for r in prepared.plan.resolved if r.ok and not r.edits]
+            if done:   # a rewrite whose replacement the release holds already (drift: obsolete)
+                raise PatchspecError(f"nothing to apply: this release already holds every change of {spec.name} "
+                                     f"({done[0].target}#{done[0].index}: {done[0].note or 'nothing to do'}); "
+                                     f"the fix is upstream", file=spec_path)
             raise PatchspecError(f"nothing to apply: every target of {spec.name} was skipped", file=spec_path)
         for rel in files & set(state.files):
             _verify_file(root, state, rel)
@@ -198,7 +204,10 @@ def verify(spec_name_or_path: str, root_path: str, python: str | None = None,
            timeout: float = interpreter.TIMEOUT) -> proof.Proof:
     """Writes nothing: prove every transform of an applied spec live in the root's interpreter."""
     root = Root.open(root_path)
-    if txn.pending_note(root):
+    if txn.journal_left(root):
+        if writer_active(root):
+            raise PatchspecError("another patchspec is applying or unapplying on this root (it holds the lock): "
+                                 "the files are not as committed; verify when it is done", file=str(root.path))
         raise PatchspecError("an interrupted run left a journal: the files are not as committed; "
                              f"`patchspec recover --root {root.path}` first", file=str(root.path))
     state = load_state(root)
@@ -358,6 +367,7 @@ def consistent(root_path: str | Root, compute):
     return result
 
 
+@gcpause.paused
 def check(spec_path: str, release: str, root_path: str, only: set[str] | None = None) -> CheckResult:
     """Writes nothing. With an interrupted run pending, or another process's run under way, answers for
     the root as it was before it; a record that an upgrade made stale is answered as ``apply`` will see

@@ -101,8 +101,10 @@ def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
     if live is Live.BINDING and set(_params(spec, r)) & {"parameter", "name"}:
         live = Live.CODE_LINES   # a default or an assignment inside a function: the function's code shows it
         check["how"] = live.value
-    elif live is Live.BINDING:
-        return None, check
+    elif live is Live.BINDING:  # the names it binds at the target's level, else the target's own name
+        owner, _, name = r.function.rpartition(".")
+        names = sorted(kind.binds(_params(spec, r)).module) or [name]
+        return None, {**check, "owner": owner, "names": names}
     try:
         node = SourceFile(r.file, text).find(r.function, _branch(spec, r))
     except SourceError as exc:

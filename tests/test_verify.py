@@ -215,6 +215,11 @@ targets:
     function: Config.__init__
     transforms:
       - set: {parameter: level, value: "3"}
+  - id: extra
+    file: vpkg/mod.py
+    function: unsafe
+    transforms:
+      - add_statement: {code: "EXTRA = 5"}
   - id: risky
     file: vpkg/mod.py
     function: risky
@@ -235,7 +240,7 @@ targets:
 
 def test_the_rewrite_kinds_are_shown_live(tmp_path, capsys):
     """replace, remove and guard by their code in the live function; set by the live binding (a module
-    or class name) or the live function (a default)."""
+    or class name) or the live function (a default); add_statement by the names it binds."""
     python, site = toy_venv(tmp_path, REWRITE_MOD)
     spec = write_spec(tmp_path / "spec", spec=REWRITE_SPEC)
     assert main(["apply", spec, "--root", str(site)]) == 0
@@ -245,8 +250,29 @@ def test_the_rewrite_kinds_are_shown_live(tmp_path, capsys):
             if r["type"] == "transform"}
     assert {k: r["status"] for k, r in rows.items()} == {
         ("limit", 0): "live", ("mode", 0): "live", ("init", 0): "live", ("risky", 0): "live",
-        ("risky", 1): "live", ("risky", 2): "live"}
-    assert rows[("mode", 0)]["detail"] == "vpkg.mod.Config.MODE bound by the module's patched text"
+        ("risky", 1): "live", ("risky", 2): "live", ("extra", 0): "live"}
+    assert rows[("mode", 0)]["detail"] == "MODE bound in the live vpkg.mod.Config by the module's patched text"
     assert rows[("risky", 1)]["detail"] == "the live code of vpkg.mod.risky is the patched text"
-    code = "import vpkg.mod as m; print(m.LIMIT, m.Config.MODE, m.Config().level, m.risky(1))"
-    assert run(python, code=code) == ["2 new 3 8"]
+    assert rows[("extra", 0)]["detail"] == "EXTRA bound in the live vpkg.mod by the module's patched text"
+    code = "import vpkg.mod as m; print(m.LIMIT, m.Config.MODE, m.Config().level, m.risky(1), m.EXTRA)"
+    assert run(python, code=code) == ["2 new 3 8 5"]
+
+
+def test_vllm_gaudi_is_not_importable_without_gaudi_software_and_shown_statically(
+        vllm_release, gaudi_release, copy_root, capsys):
+    """vLLM 0.30.0 with vllm-gaudi main, as the shipped spec's profile pins them, run by this machine's
+    interpreter: every vLLM transform live, every vllm_gaudi one shown statically, with the reason."""
+    root = copy_root(vllm_release("0.30.0"), gaudi_release("main"))
+    assert main(["apply", "pipeline-parallel", "--root", str(root), "--release", "v0.30.0"]) == 0
+    capsys.readouterr()
+    assert main(["verify", "pipeline-parallel", "--root", str(root), "--python", sys.executable, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = [r for r in doc["results"] if r["type"] == "transform"]
+    gaudi = [r for r in rows if r["file"].startswith("vllm_gaudi/")]
+    assert gaudi and {r["status"] for r in gaudi} == {"static"}
+    assert all("not importable here: ModuleNotFoundError: No module named 'habana_frameworks'" in r["detail"]
+               for r in gaudi)
+    assert {r["status"] for r in rows if r["file"].startswith("vllm/")} == {"live"}
+    modules = {r["module"]: r for r in doc["results"] if r["type"] == "module"}
+    assert {m for m, r in modules.items() if r["status"] == "not-importable"} == \
+        {m for m in modules if m.startswith("vllm_gaudi.")}
