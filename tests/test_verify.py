@@ -326,3 +326,20 @@ def test_a_property_getter_and_setter_are_reached_through_the_live_property(tmp_
            "traced.<locals>.wrapper (" in out
     code = "import vpkg.mod as m; c = m.Conn(); c.host = 'x'; print(c.host)"
     assert run(python, code=code) == ["HOOK wrap", "HOOK set", "HOOK get", "x"]
+
+
+def test_a_probe_that_hangs_is_killed_at_the_timeout_and_said(tmp_path, capsys):
+    """A module whose import never ends (it waits on a FIFO no one writes): verify stops the probe at
+    --timeout and says so in one line; apply with the proof would undo, so this one applied without."""
+    fifo = tmp_path / "never"
+    os.mkfifo(fifo)
+    python, site = toy_venv(tmp_path, f"open({str(fifo)!r}).read()\n" + MOD)
+    spec = write_spec(tmp_path / "spec")
+    assert main(["apply", spec, "--root", str(site), "--no-verify"]) == 0
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site), "--timeout", "0.5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "the run-time proof did not run: " in err and \
+        "did not finish within 0.5s" in err
+    held = subprocess.run(["pgrep", "-f", str(site)], capture_output=True, text=True).stdout.split()
+    assert held == []   # the probe's whole process group is gone
