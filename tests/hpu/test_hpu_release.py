@@ -17,11 +17,11 @@ from patchspec import ops
 from patchspec.prepare import binding_problems, compile_spec, prepare
 from patchspec.errors import Exit, PatchspecError
 from patchspec.install.root import Root
-from patchspec.runtime_snippets.pipeline_parallel import graphs, runner, worker
+from patchspec.runtime_snippets.pipeline_parallel import graphs, handshake, runner, worker
 
 RUNNER = "vllm_gaudi/v1/worker/hpu_model_runner.py"
 # What the hooks use, per package: vllm_gaudi is checked on the gaudi root, vLLM on the matching release.
-USES = [graphs.USES, runner.USES, worker.USES]
+USES = [graphs.USES, handshake.USES, runner.USES, worker.USES]
 GAUDI_USES = {rel: names for uses in USES for rel, names in uses.items() if rel.startswith("vllm_gaudi/")}
 VLLM_USES = {rel: names for uses in USES for rel, names in uses.items() if rel.startswith("vllm/")}
 # (gaudi tag, release profile, vLLM): the tag each profile pairs; v0.30.0 of vllm-gaudi is not published,

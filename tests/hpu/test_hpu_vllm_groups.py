@@ -45,7 +45,8 @@ def _rank_main(root, rank, port, results):
         with config_module.set_current_vllm_config(current):
             checked = snippets.checked_world_without_hccl(config, parallel_state.ensure_model_parallel_initialized,
                                                           parallel_state.get_tp_group)
-        runner = type("Runner", (), {"parallel_config": config.parallel_config, "device": "cpu"})()
+        runner = type("Runner", (), {"parallel_config": config.parallel_config, "device": "cpu",
+                                     "vllm_config": config})()
         stage = runner_hooks.stage(runner)
         # on CPU no HPU graph break before the all-gather of a split payload
         assert stage.transfer._mark_step is None
