@@ -204,7 +204,10 @@ def verify(spec_name_or_path: str, root_path: str, python: str | None = None,
            timeout: float = interpreter.TIMEOUT) -> proof.Proof:
     """Writes nothing: prove every transform of an applied spec live in the root's interpreter."""
     root = Root.open(root_path)
-    if txn.pending_note(root):
+    if txn.journal_left(root):
+        if writer_active(root):
+            raise PatchspecError("another patchspec is applying or unapplying on this root (it holds the lock): "
+                                 "the files are not as committed; verify when it is done", file=str(root.path))
         raise PatchspecError("an interrupted run left a journal: the files are not as committed; "
                              f"`patchspec recover --root {root.path}` first", file=str(root.path))
     state = load_state(root)
