@@ -15,13 +15,23 @@ from patchspec.compiler import bindings, plan as planner
 from patchspec import ops
 from patchspec.errors import Exit, PatchspecError
 from patchspec.install.root import Root
-from patchspec.runtime_snippets.pipeline_parallel import graphs, runner, worker
+from patchspec.runtime_snippets.pipeline_parallel import buckets, graphs, runner, sizes, startup, worker
 
 RUNNER = "vllm_gaudi/v1/worker/hpu_model_runner.py"
 # What the hooks use, per package: vllm_gaudi is checked on the gaudi root, vLLM on the matching release.
-USES = [graphs.USES, runner.USES, worker.USES]
-GAUDI_USES = {rel: names for uses in USES for rel, names in uses.items() if rel.startswith("vllm_gaudi/")}
-VLLM_USES = {rel: names for uses in USES for rel, names in uses.items() if rel.startswith("vllm/")}
+USES = [buckets.USES, graphs.USES, runner.USES, sizes.USES, startup.USES, worker.USES]
+def _uses(package: str) -> dict[str, list[str]]:
+    """Every module's USES of ``package``'s files, one list per file (several modules use one file)."""
+    merged: dict[str, list[str]] = {}
+    for uses in USES:
+        for rel, names in uses.items():
+            if rel.startswith(package + "/"):
+                merged.setdefault(rel, []).extend(names)
+    return merged
+
+
+GAUDI_USES = _uses("vllm_gaudi")
+VLLM_USES = _uses("vllm")
 # (gaudi tag, release profile, vLLM): the tag each profile pairs; v0.30.0 of vllm-gaudi is not published,
 # main stands in for it.
 REAL = [("v0.24.0", "v0.24.0", "0.24.0"), ("v0.26.0", "v0.26.0", "0.26.0"), ("v0.27.0rc0", "v0.27.0", "0.27.0"),

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from ._logging import get_logger
+from .sizes import refuse_oversized_forward
 from .transfer import StageTransfer
 
 __all__ = [
@@ -100,6 +101,7 @@ def stage(runner: Any) -> Stage | None:
         return None
     found = STAGES.get(runner)
     if found is None:
+        refuse_oversized_forward(runner, runner.parallel_config.tensor_parallel_size)
         found = STAGES[runner] = _stage_from_vllm(runner)
     return found
 
