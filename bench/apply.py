@@ -20,6 +20,7 @@ import libcst
 from cold import cold
 
 from patchspec import ops
+from patchspec.prepare import prepare
 from patchspec.releases.cache import git_tag_root, pypi_root
 from patchspec.difftext import unified
 
@@ -56,7 +57,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         pristine = fresh_root(scratch, "pristine")
-        prepared = ops.prepare(SPEC, "v0.30.0", str(pristine))
+        prepared = prepare(SPEC, "v0.30.0", str(pristine))
         diff = "".join(unified(rel, old, new) for rel, old, new in ops.diff_texts(prepared))
         (scratch / "change.diff").write_text(diff)
         touched = [pristine / rel for rel in prepared.plan.files]

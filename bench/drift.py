@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from patchspec.releases import cache, drift_report  # noqa: E402
+from patchspec.releases import cache, report  # noqa: E402
 
 
 def release_root(work: Path) -> Path:
@@ -34,9 +34,9 @@ def release_root(work: Path) -> Path:
     return root
 
 
-def timed(spec: str, root: str) -> tuple[float, drift_report.DriftResult]:
+def timed(spec: str, root: str) -> tuple[float, report.DriftResult]:
     start = time.perf_counter()
-    result = drift_report.drift(spec, root)
+    result = report.drift(spec, root)
     return time.perf_counter() - start, result
 
 

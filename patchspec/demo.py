@@ -11,7 +11,6 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from patchspec import ops
 from patchspec.releases.cache import pypi_root
 
 DEFAULT_SPEC = Path(__file__).resolve().parent / "specs" / "pipeline-parallel.yaml"

@@ -4,9 +4,9 @@
 | --- | --- |
 | 0 | success; check: applied; drift: no drift |
 | 1 | check: not applied, would apply cleanly; drift/matrix: drift that still applies |
-| 2 | user error: bad input, a refusal; nothing was written |
+| 2 | user error: bad input, a refusal (apply: a transform its proof found not live, the change undone); nothing was written |
 | 3 | internal error (a bug): one line, ``--debug`` shows the traceback |
-| 4 | check/drift/matrix: the spec does not hold on this root (an anchor or binding needs a human) |
+| 4 | check/drift/matrix: the spec does not hold on this root (an anchor or binding needs a human); verify: a transform is not live |
 | 64 | command-line usage error (unknown verb or option, missing argument) |
 | 130 | interrupted (Ctrl-C, SIGTERM); a writing verb rolled back first |
 | 141 | stdout was closed by its reader (``patchspec status | head -0``): ended quietly, as ``git`` does (128 + SIGPIPE) |

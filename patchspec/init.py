@@ -19,13 +19,13 @@ from pathlib import Path
 
 import yaml
 
-from patchspec.install import installed
-from patchspec.releases import drift_report
 from patchspec.compiler.scope import ACCESSORS
 from patchspec.compiler.source import SourceError, SourceFile
 from patchspec.errors import PatchspecError
-from patchspec.model import package_of
+from patchspec.install import installed
 from patchspec.install.root import Root
+from patchspec.model import package_of
+from patchspec.releases.new_profile import new_profile
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def scaffold(name: str, root_path: str, targets: list[str], directory: str) -> l
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     try:
-        draft = drift_report.new_profile(release, str(root.path), [str(out / f"{name}.yaml")])
+        draft = new_profile(release, str(root.path), [str(out / f"{name}.yaml")])
     except BaseException:
         for path in files:
             path.unlink()

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+MARKER = "# patchspec: "  # then the spec's name: the trailing comment on every line a spec writes
+
 
 def package_of(rel: str) -> str:
     """The top-level import name a root-relative file belongs to (``docopt`` for a one-module ``docopt.py``)."""
@@ -80,4 +82,4 @@ class Spec:
 
     @property
     def marker(self) -> str:
-        return f"# patchspec: {self.name}"
+        return f"{MARKER}{self.name}"

@@ -10,234 +10,49 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchspec.compiler import bindings, encoding, plan as planner, snippet_api
-from patchspec.compiler.edits import Status
 from patchspec import proof, snippets
-from patchspec.install import bytecode, installed, interpreter, state as staterec, txn
-from patchspec.releases import profiles
-from patchspec.errors import Exit, Location, PatchspecError
-from patchspec.model import Spec, package_of
+from patchspec.compiler import encoding, gcpause
+from patchspec.compiler.edits import ConflictError, Status
+from patchspec.compiler.plan import Resolved, emit, resolve
+from patchspec.errors import Exit, PatchspecError
+from patchspec.install import bytecode, interpreter, txn
+from patchspec.install.installed import AS_WRITTEN, EDITED, MISSING, REMOVED, REPLACED, PipRecords
 from patchspec.install.root import Root
-from patchspec.spec import load_spec, load_spec_bytes, spec_text
-
-
-@dataclass
-class Prepared:
-    """A spec resolved for one release on one root, and the plan of its transforms there."""
-
-    spec: Spec
-    release: str
-    root: Root
-    plan: planner.Plan
-    profile: profiles.Profile
-    raw_spec: bytes
-    read: object  # rel -> pristine text or None
-    warnings: list[str] = field(default_factory=list)  # said in the report and kept in the state record
-
-
-def prepare(spec_path: str, release: str, root_path: str | Root, only: set[str] | None = None,
-            state: staterec.State | None = None) -> Prepared:
-    root = txn.pending_view(Root.open(root_path))  # as before an interrupted run, if one is pending
-    base = load_spec(spec_path)
-    directory = profiles.releases_dir(spec_path)
-    warnings: list[str] = []
-    found = installed.scan(root.path)
-    if release == "auto":
-        release = profiles.select_release(directory, found, base, str(root.path))
-    profile = profiles.load_profile(directory, release)
-    if not profile.matches(found):
-        warnings.append(f"release {release} was forced with --release: its profile covers "
-                        f"{', '.join(f'{n} {p.describe()}' for n, p in profile.packages.items())}, the root has "
-                        f"{profiles.describe(found, profile.packages)}")
-    spec = canonical_spec(profiles.for_release(base, profile), root)
-    snippets.validate(spec)
-    state = staterec.load(root) if state is None else state
-    read = pristine_reader(root, state)
-    plan = planner.resolve([spec], read, root.has_package, only)
-    return Prepared(spec, release, root, plan, profile, Path(spec_path).read_bytes(), read, warnings)
-
-
-def pristine_reader(root: Root, state: staterec.State):
-    """Read a file as it was before any spec patched it, in the encoding it declares (BOM, cookie): its
-    pristine copy while the file is as a spec wrote it, else the file itself (a reinstall or an upgrade
-    replaced it: the copy is stale)."""
-    def read(rel: str) -> str | None:
-        record = state.files.get(rel)
-        path = rel
-        if record is not None and staterec.sha256(root.read_bytes(rel)) == record.patched_sha256:
-            path = staterec.pristine_path(rel)
-        data = root.read_bytes(path)
-        if data is None and path != rel:
-            raise PatchspecError("pristine copy missing from the state record", file=str(root.path / path))
-        try:
-            return None if data is None else encoding.decode(data)
-        except (UnicodeDecodeError, LookupError) as exc:
-            raise PatchspecError(f"cannot decode as {encoding.detect(data)}: {exc}",
-                                 file=str(root.path / rel)) from None
-    return read
-
-
-def canonical_spec(spec: Spec, root: Root) -> Spec:
-    """The spec with each target naming its file by the root's one canonical path, so that two spellings
-    of a path are one file to the plan and to the state record."""
-    targets = []
-    for t in spec.targets:
-        try:
-            rel = root.canonical(t.file)
-        except PatchspecError as exc:
-            raise PatchspecError(f"target {t.id}: {exc.message}", file=t.loc.file, line=t.loc.line,
-                                 col=t.loc.col) from None
-        targets.append(t if rel == t.file else dataclasses.replace(t, file=rel))
-    return spec.with_targets(tuple(targets))
-
-
-def raise_plan_errors(plan: planner.Plan) -> None:
-    """The first unresolved transform, at its place in the spec and (where known) in the source."""
-    if plan.errors:
-        first = plan.errors[0]
-        more = f" (and {len(plan.errors) - 1} more)" if len(plan.errors) > 1 else ""
-        definition = plan.definitions.get((first.file, first.function))
-        line = first.lines[0] if first.lines else definition.node.lineno if definition else None
-        source = Location(first.file, line)
-        raise _at_spec(f"{first.spec} {first.target}#{first.index} {first.kind} in {first.function}: "
-                       f"{first.detail}{more}; nothing was written", first.spec_loc, source)
-
-
-def _at_spec(message: str, spec_loc, *source: Location) -> PatchspecError:
-    if spec_loc is None:
-        first, *rest = source
-        return PatchspecError(message, file=first.file, line=first.line, also=tuple(rest))
-    return PatchspecError(message, file=spec_loc.file, line=spec_loc.line, col=spec_loc.col, also=source)
-
-
-def emit_checked(plan: planner.Plan, specs: list[Spec]) -> dict[str, str]:
-    """``planner.emit``, with a conflict or anything lint refuses raised at the spec's line:col."""
-    try:
-        texts = planner.emit(plan, specs)
-    except planner.ConflictError as exc:
-        first, *rest = exc.locations or [None]
-        raise _at_spec(f"{exc}; nothing was written", first, *[Location(r.file, r.line, r.col) for r in rest],
-                       Location(exc.file, exc.line)) from None
-    if plan.problems:
-        first = plan.problems[0]
-        more = f" (and {len(plan.problems) - 1} more)" if len(plan.problems) > 1 else ""
-        raise _at_spec(f"{first.spec}: {first.text}{more}; nothing was written", first.where,
-                       Location(first.file, first.line))
-    return texts
-
-
-def _applied_specs(state: staterec.State, root: Root, exclude: str | None = None) -> dict[str, Spec]:
-    """The release-resolved specs already applied to the root, rebuilt from the texts the record keeps."""
-    out = {}
-    for name, rec in state.specs.items():
-        if name == exclude:
-            continue
-        spec = load_spec_bytes(rec.spec_text.encode(), rec.spec_path)
-        profile = profiles.load_profile_text(rec.profile_text, rec.profile_path)
-        out[name] = canonical_spec(profiles.for_release(spec, profile), root)
-    return out
-
-
-def patched_texts(specs: list[Spec], files: set[str], root: Root, state: staterec.State) -> dict[str, str]:
-    """The text of each file with every one of ``specs`` applied to its pristine text, in stacking order
-    (``order``, then name), so that the text does not depend on the order the specs were applied in."""
-    scoped = [s.with_targets(tuple(t for t in s.targets if t.file in files))
-              for s in sorted(specs, key=lambda s: s.rank)]
-    plan = planner.resolve(scoped, pristine_reader(root, state), root.has_package,
-                           {package_of(f) for f in files})
-    raise_plan_errors(plan)
-    return emit_checked(plan, scoped)
-
-
-def compile_spec(prepared: Prepared) -> dict[str, str]:
-    raise_plan_errors(prepared.plan)
-    texts = emit_checked(prepared.plan, [prepared.spec])
-    raise_binding_problems(binding_problems(prepared), prepared.spec)
-    return texts
-
-
-def binding_problems(prepared: Prepared) -> list[str]:
-    """What anchors cannot show: a member or signature the snippets use (their ``USES``) that the release
-    lacks, or what lint found in the inserted code (a name not bound before it...): emit first."""
-    spec, plan = prepared.spec, prepared.plan
-    present = {package_of(r.file) for r in plan.resolved if r.status != Status.SKIPPED}
-    uses = {rel: entries for rel, entries in snippets.read_package(snippet_api.declared_uses, spec).items()
-            if package_of(rel) in present}
-    parsed = bindings.tree_reader(prepared.read)
-    found = bindings.problems(uses, lambda rel: plan.sources[rel].tree if rel in plan.sources else parsed(rel),
-                              bindings.spec_binds(spec))
-    return found + [str(p) for p in plan.problems]
-
-
-def raise_binding_problems(problems: list[str], spec: Spec) -> None:
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise PatchspecError(f"binding: {problems[0]}{more}; nothing was written", file=spec.path)
-
-
-MARKER = b"# patchspec: "
-AS_WRITTEN, EDITED, REPLACED, REMOVED, MISSING = "as-written", "edited", "replaced", "removed", "missing"
+from patchspec.install.state import (
+    STATE_FILE,
+    Proof,
+    SpecRecord,
+    State,
+    load_state,
+    locked,
+    pristine_path,
+    sha256,
+    writer_active,
+)
+from patchspec.model import MARKER, Spec
+from patchspec.prepare import (
+    Prepared,
+    applied_specs,
+    binding_problems,
+    compile_spec,
+    patched_texts,
+    prepare,
+    pristine_reader,
+    raise_plan_errors,
+)
+from patchspec.spec import load_spec, spec_text
 
 
 @dataclass
 class ApplyResult:
     changed: bool
     files: list[str]
-    skipped: list[planner.Resolved] = field(default_factory=list)
+    skipped: list[Resolved] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)   # recovery, dropped stale records, RECORD warnings
     proof: proof.Proof | None = None                 # the run-time proof, when it ran
 
 
-class PipRecords:
-    """What pip installed under the root, per top-level package, read once per verb: to tell a file an
-    upgrade or a reinstall replaced (its bytes are the ones the package's RECORD lists) from a hand edit."""
-
-    def __init__(self, root: Root) -> None:
-        self.root = root
-        self._dists: dict[str, object] = {}
-        self._hashes: dict[str, dict[str, str]] = {}
-
-    def dist(self, rel: str):
-        package = rel.split("/", 1)[0]
-        if package not in self._dists:
-            self._dists[package] = self.root.dist_info(package)
-        return self._dists[package]
-
-    def hash(self, rel: str) -> str | None:
-        dist = self.dist(rel)
-        if dist is None:
-            return None
-        package = rel.split("/", 1)[0]
-        if package not in self._hashes:
-            self._hashes[package] = dist.hashes()
-        return self._hashes[package].get(rel)
-
-    def packages(self, files) -> dict[str, staterec.PackageRecord]:
-        out = {}
-        for rel in files:
-            dist = self.dist(rel)
-            if dist is not None:
-                out[rel.split("/", 1)[0]] = staterec.PackageRecord(dist.version, dist.record_sha256)
-        return out
-
-    def file_status(self, state: staterec.State, rel: str) -> str:
-        data = self.root.read_bytes(rel)
-        want = state.files[rel].patched_sha256 if rel in state.files else state.snippets[rel].sha256
-        current = staterec.sha256(data)
-        if current == want:
-            return AS_WRITTEN
-        if rel in state.snippets:
-            return MISSING if data is None else EDITED
-        if data is None:
-            return REMOVED if self.dist(rel) is None else MISSING
-        return REPLACED if current == self.hash(rel) else EDITED
-
-    def where(self, rel: str) -> str:
-        dist = self.dist(rel)
-        return f"{rel.split('/', 1)[0]} {dist.version}" if dist else rel.split("/", 1)[0]
-
-
-def _drop_stale(root: Root, state: staterec.State, records: PipRecords, names: list[str],
+def _drop_stale(root: Root, state: State, records: PipRecords, names: list[str],
                 writes: dict[str, bytes | None]) -> list[str]:
     """Forget what a reinstall, an upgrade or an uninstall made stale in the records of ``names``: a file
     replaced by the installed release's own bytes (or removed with its package) leaves the record, the file
@@ -251,7 +66,7 @@ def _drop_stale(root: Root, state: staterec.State, records: PipRecords, names: l
             status = records.file_status(state, rel)
             if status in (REPLACED, REMOVED):
                 state.drop_file(rel)
-                writes[staterec.pristine_path(rel)] = None
+                writes[pristine_path(rel)] = None
                 how = f"replaced by {records.where(rel)}" if status == REPLACED else "removed with its package"
                 notes.append(f"dropped: {rel}: {how}; the record of {name} ({rec.release}) for it is gone, "
                              "the file is left as it is")
@@ -264,6 +79,7 @@ def _drop_stale(root: Root, state: staterec.State, records: PipRecords, names: l
     return notes
 
 
+@gcpause.paused
 def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = None,
           lock_timeout: float = 30.0, verify: bool = True, python: str | None = None,
           timeout: float = interpreter.TIMEOUT) -> ApplyResult:
@@ -272,9 +88,9 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
     root = Root.open(root_path)
     txn.check_writable(root.path)
     runs = interpreter.find(root.path, python)
-    with staterec.locked(root, lock_timeout):
+    with locked(root, lock_timeout):
         notes = txn.recover(root)
-        state = staterec.load(root)
+        state = load_state(root)
         records = PipRecords(root)
         writes: dict[str, bytes | None] = {}
         notes += _drop_stale(root, state, records, [load_spec(spec_path).name], writes)
@@ -289,28 +105,33 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
             _verify_unchanged(root, state, spec.name)
             notes += [f"warning: {w}" for w in prepared.warnings]
             shown = None
-            if verify and runs is not None and rec.proof not in (staterec.Proof.LIVE, staterec.Proof.STATIC):
+            if verify and runs is not None and rec.proof not in (Proof.LIVE, Proof.STATIC):
                 shown = _prove_or_undo(root, spec.name, runs, timeout)
             return ApplyResult(False, rec.files, skipped, notes, shown)
         raise_plan_errors(prepared.plan)
         files = set(prepared.plan.files)
         if not files:
+            done = [r for r in prepared.plan.resolved if r.ok and not r.edits]
+            if done:   # a rewrite whose replacement the release holds already (drift: obsolete)
+                raise PatchspecError(f"nothing to apply: this release already holds every change of {spec.name} "
+                                     f"({done[0].target}#{done[0].index}: {done[0].note or 'nothing to do'}); "
+                                     f"the fix is upstream", file=spec_path)
             raise PatchspecError(f"nothing to apply: every target of {spec.name} was skipped", file=spec_path)
         for rel in files & set(state.files):
             _verify_file(root, state, rel)
         pristine = {rel: root.read_bytes(rel) for rel in sorted(files - set(state.files))}
         warnings = [f"warning: {w}" for w in prepared.warnings]
         for rel, data in pristine.items():
-            if data is not None and MARKER in data:
+            if data is not None and MARKER.encode() in data:
                 raise PatchspecError("carries a patchspec marker but no state record lists it: it is not the "
                                      "pristine file, and storing it as one would lose the original; restore "
                                      "it (reinstall the package, e.g. pip install --force-reinstall --no-deps "
                                      "NAME==VERSION), then apply; nothing was written", file=str(root.path / rel))
             want = records.hash(rel)
-            if want is not None and want != staterec.sha256(data):
+            if want is not None and want != sha256(data):
                 warnings.append(f"warning: {rel} differs from what {records.where(rel)} installed (its RECORD "
                                 "sha256): changed after install; kept as the pristine copy all the same")
-        sharing = [s for n, s in _applied_specs(state, root).items() if n in state.touching(files)]
+        sharing = [s for n, s in applied_specs(state, root).items() if n in state.touching(files)]
         texts = compile_spec(prepared)  # the spec alone holds on this release, its bindings included
         if sharing:
             texts = patched_texts([*sharing, spec], files, root, state)
@@ -319,35 +140,35 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         runtime = snippets.install_files(spec)
         for rel, data in runtime.items():
             entry = state.snippets.get(rel)
-            if entry is not None and entry.sha256 != staterec.sha256(data):
+            if entry is not None and entry.sha256 != sha256(data):
                 raise PatchspecError(f"snippet file {rel} is installed with other contents by "
                                      f"{', '.join(entry.specs)}", file=str(root.path / rel))
             if entry is None and rel not in writes and root.read_bytes(rel) is not None:
                 raise PatchspecError("a file patchspec did not write is in the way of a snippet file: apply "
                                      "overwrites only its own files; move it away; nothing was written",
                                      file=str(root.path / rel))
-        rec = staterec.SpecRecord(
+        rec = SpecRecord(
             spec_path=str(Path(spec_path).resolve()), spec_sha256=spec.sha256,
             spec_text=spec_text(prepared.raw_spec, spec_path), release=prepared.release,
             profile_path=prepared.profile.path, profile_text=prepared.profile.text,
             files=sorted(files), snippets=sorted(runtime), packages=records.packages(files), warnings=warnings,
-            proof=(staterec.Proof.SKIPPED if not verify else staterec.Proof.NO_INTERPRETER if runs is None
-                   else staterec.Proof.PENDING))
+            proof=(Proof.SKIPPED if not verify else Proof.NO_INTERPRETER if runs is None
+                   else Proof.PENDING))
         writes.update(state.add_spec(spec.name, rec, pristine, patched, runtime,
                                      {rel: records.hash(rel) for rel in pristine}))
         writes.update(patched)
         writes.update(bytecode.rewrites(root, patched, runs))
         writes.update(runtime)
-        writes[staterec.STATE_FILE] = state.dump()
+        writes[STATE_FILE] = state.dump()
         txn.commit(root, writes)
-        shown = _prove_or_undo(root, spec.name, runs, timeout) if rec.proof == staterec.Proof.PENDING else None
+        shown = _prove_or_undo(root, spec.name, runs, timeout) if rec.proof == Proof.PENDING else None
         return ApplyResult(True, sorted(files), skipped, notes + warnings, shown)
 
 
 def _prove_or_undo(root: Root, name: str, runs: interpreter.Interpreter, timeout: float) -> proof.Proof:
     """The proof as apply's last step, the files committed: record it, or undo the spec when a transform
     is not live (or the proof cannot run). A kill before it ends leaves the record saying ``pending``."""
-    state = staterec.load(root)
+    state = load_state(root)
     try:
         shown = _prove(root, state, name, runs, timeout)
     except interpreter.ProbeError as exc:
@@ -360,16 +181,16 @@ def _prove_or_undo(root: Root, name: str, runs: interpreter.Interpreter, timeout
         _unapply_locked(root, name, False, runs)
         raise PatchspecError(f"{why}; the change was undone (`--no-verify` applies it without the proof)",
                              file=str(root.path))
-    state.specs[name].proof = staterec.Proof.STATIC if any(r.status == proof.STATIC for r in shown.rows) \
-        else staterec.Proof.LIVE
-    txn.commit(root, {staterec.STATE_FILE: state.dump()})
+    state.specs[name].proof = Proof.STATIC if any(r.status == proof.STATIC for r in shown.rows) \
+        else Proof.LIVE
+    txn.commit(root, {STATE_FILE: state.dump()})
     return shown
 
 
-def _prove(root: Root, state: staterec.State, name: str, runs: interpreter.Interpreter,
+def _prove(root: Root, state: State, name: str, runs: interpreter.Interpreter,
            timeout: float) -> proof.Proof:
-    spec = _applied_specs(state, root)[name]
-    plan = planner.resolve([spec], pristine_reader(root, state), root.has_package)
+    spec = applied_specs(state, root)[name]
+    plan = resolve([spec], pristine_reader(root, state), root.has_package)
     return proof.prove(root, spec, plan, state, runs, timeout)
 
 
@@ -383,10 +204,13 @@ def verify(spec_name_or_path: str, root_path: str, python: str | None = None,
            timeout: float = interpreter.TIMEOUT) -> proof.Proof:
     """Writes nothing: prove every transform of an applied spec live in the root's interpreter."""
     root = Root.open(root_path)
-    if txn.pending_note(root):
+    if txn.journal_left(root):
+        if writer_active(root):
+            raise PatchspecError("another patchspec is applying or unapplying on this root (it holds the lock): "
+                                 "the files are not as committed; verify when it is done", file=str(root.path))
         raise PatchspecError("an interrupted run left a journal: the files are not as committed; "
                              f"`patchspec recover --root {root.path}` first", file=str(root.path))
-    state = staterec.load(root)
+    state = load_state(root)
     name = _spec_name(spec_name_or_path)
     if name not in state.specs:
         raise PatchspecError(f"spec {name} is not applied to this root: nothing to verify", file=str(root.path))
@@ -400,14 +224,14 @@ def verify(spec_name_or_path: str, root_path: str, python: str | None = None,
         raise PatchspecError(f"the run-time proof did not run: {exc}", file=str(root.path)) from None
 
 
-def _verify_file(root: Root, state: staterec.State, rel: str) -> None:
+def _verify_file(root: Root, state: State, rel: str) -> None:
     current = root.read_bytes(rel)
-    if staterec.sha256(current) != state.files[rel].patched_sha256:
+    if sha256(current) != state.files[rel].patched_sha256:
         raise PatchspecError("patched file was edited or removed since apply (use unapply --force to "
                              "restore it anyway); nothing was written", file=str(root.path / rel))
 
 
-def _verify_unchanged(root: Root, state: staterec.State, name: str) -> None:
+def _verify_unchanged(root: Root, state: State, name: str) -> None:
     for rel in state.specs[name].files:
         _verify_file(root, state, rel)
 
@@ -425,7 +249,7 @@ def unapply(spec_name_or_path: str, root_path: str, force: bool = False,
     root = Root.open(root_path)
     txn.check_writable(root.path)
     runs = interpreter.find(root.path, python)
-    with staterec.locked(root, lock_timeout):
+    with locked(root, lock_timeout):
         notes = txn.recover(root)
         actions = _unapply_locked(root, _spec_name(spec_name_or_path), force, runs)
         return UnapplyResult(actions, notes)
@@ -433,7 +257,7 @@ def unapply(spec_name_or_path: str, root_path: str, force: bool = False,
 
 def _unapply_locked(root: Root, name: str, force: bool, runs: interpreter.Interpreter | None,
                     ) -> list[tuple[str, str]]:
-    state = staterec.load(root)
+    state = load_state(root)
     if name not in state.specs:
         raise PatchspecError(f"spec {name} is not applied to this root", file=str(root.path))
     records = PipRecords(root)
@@ -447,33 +271,33 @@ def _unapply_locked(root: Root, name: str, force: bool, runs: interpreter.Interp
     for rel, status in statuses.items():
         if status in (REPLACED, REMOVED):
             state.drop_file(rel)
-            writes[staterec.pristine_path(rel)] = None
+            writes[pristine_path(rel)] = None
             how = f"replaced by {records.where(rel)}" if status == REPLACED else "removed with its package"
             actions.append((rel, f"left as it is ({how}); record dropped"))
-    others = _applied_specs(state, root, exclude=name)
+    others = applied_specs(state, root, exclude=name)
     expected = {rel: state.files[rel].pristine_sha256 for rel in state.specs[name].files}
     rec, released, unused = state.drop_spec(name)
     for rel in rec.files:
         if rel in released:
-            pristine = root.read_bytes(staterec.pristine_path(rel))
-            if staterec.sha256(pristine) != expected[rel]:
+            pristine = root.read_bytes(pristine_path(rel))
+            if sha256(pristine) != expected[rel]:
                 raise PatchspecError("pristine copy is missing or altered: the original cannot be restored; "
-                                     "nothing was written", file=str(root.path / staterec.pristine_path(rel)))
+                                     "nothing was written", file=str(root.path / pristine_path(rel)))
             writes[rel] = pristine
-            writes[staterec.pristine_path(rel)] = None
+            writes[pristine_path(rel)] = None
             actions.append((rel, "restored"))
         else:
             remaining = [others[n] for n in state.files[rel].specs]
             data = encoding.encode(patched_texts(remaining, {rel}, root, state)[rel],
-                                   root.read_bytes(staterec.pristine_path(rel)))
-            state.files[rel].patched_sha256 = staterec.sha256(data)
+                                   root.read_bytes(pristine_path(rel)))
+            state.files[rel].patched_sha256 = sha256(data)
             writes[rel] = data
             actions.append((rel, f"restored under {', '.join(state.files[rel].specs)}"))
     writes.update(bytecode.rewrites(root, {rel: writes[rel] for rel, _ in actions if rel in writes}, runs))
     for rel in unused:
         writes[rel] = None
         writes.update(bytecode.removed(root, rel))
-    writes[staterec.STATE_FILE] = state.dump()
+    writes[STATE_FILE] = state.dump()
     txn.commit(root, writes)
     return actions
 
@@ -487,7 +311,7 @@ def _spec_name(spec_name_or_path: str) -> str:
 def recover(root_path: str, lock_timeout: float = 30.0) -> list[str]:
     """Roll back an interrupted apply or unapply from its journal."""
     root = Root.open(root_path)
-    with staterec.locked(root, lock_timeout):
+    with locked(root, lock_timeout):
         return txn.recover(root) or ["nothing to recover"]
 
 
@@ -496,24 +320,24 @@ def forget(spec_name_or_path: str, root_path: str, lock_timeout: float = 30.0) -
     files no other spec needs go when they are as patchspec wrote them."""
     root = Root.open(root_path)
     txn.check_writable(root.path)
-    with staterec.locked(root, lock_timeout):
+    with locked(root, lock_timeout):
         txn.recover(root)
-        state = staterec.load(root)
+        state = load_state(root)
         name = _spec_name(spec_name_or_path)
         if name not in state.specs:
             raise PatchspecError(f"spec {name} is not applied to this root", file=str(root.path))
         snippet_sha = {rel: state.snippets[rel].sha256 for rel in state.specs[name].snippets}
         rec, released, unused = state.drop_spec(name)
-        writes: dict[str, bytes | None] = {staterec.pristine_path(rel): None for rel in released}
+        writes: dict[str, bytes | None] = {pristine_path(rel): None for rel in released}
         actions = [(rel, "left as it is; record dropped") for rel in rec.files]
         for rel in unused:
-            if staterec.sha256(root.read_bytes(rel)) == snippet_sha[rel]:
+            if sha256(root.read_bytes(rel)) == snippet_sha[rel]:
                 writes[rel] = None
                 writes.update(bytecode.removed(root, rel))
                 actions.append((rel, "removed (a snippet file patchspec wrote)"))
             else:
                 actions.append((rel, "left as it is (not as patchspec wrote it)"))
-        writes[staterec.STATE_FILE] = state.dump()
+        writes[STATE_FILE] = state.dump()
         txn.commit(root, writes)
         return actions
 
@@ -523,7 +347,7 @@ class CheckResult:
     """One row per transform (the same unit before and after apply) and what else stops the spec."""
 
     code: int                      # Exit.OK applied, Exit.PENDING would apply cleanly, Exit.BROKEN does not hold
-    rows: list[planner.Resolved]
+    rows: list[Resolved]
     problems: list[dict] = field(default_factory=list)   # {"type", "detail"[, "file"]}
 
 
@@ -543,6 +367,7 @@ def consistent(root_path: str | Root, compute):
     return result
 
 
+@gcpause.paused
 def check(spec_path: str, release: str, root_path: str, only: set[str] | None = None) -> CheckResult:
     """Writes nothing. With an interrupted run pending, or another process's run under way, answers for
     the root as it was before it; a record that an upgrade made stale is answered as ``apply`` will see
@@ -554,15 +379,15 @@ def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) 
     root = txn.pending_view(Root.open(root_path))
     pending = txn.pending_note(root)
     notes = [{"type": "recovery", "detail": pending}] if pending else []
-    state = staterec.load(root)
+    state = load_state(root)
     spec = load_spec(spec_path)
     notes += [{"type": "replaced", "detail": n} for n in _drop_stale(root, state, PipRecords(root), [spec.name], {})]
     rec = state.specs.get(spec.name)
     if rec is not None and rec.spec_sha256 == spec.sha256 and release in ("auto", rec.release):
         # Fast path: the record says what was written; hashes say whether it is still there.
-        resolved = _applied_specs(state, root)[spec.name]
+        resolved = applied_specs(state, root)[spec.name]
         edited = {rel for rel in rec.files + rec.snippets if not _matches_record(root, state, rel)}
-        rows = [planner.Resolved(spec.name, t.id, x.index, x.kind, t.file, t.function,
+        rows = [Resolved(spec.name, t.id, x.index, x.kind, t.file, t.function,
                                  EDITED if t.file in edited else APPLIED if t.file in rec.files else Status.SKIPPED)
                 for t in resolved.targets for x in t.transforms]
         problems = [{"type": "edited", "file": rel, "detail": f"edited: {rel} differs from what apply wrote"}
@@ -582,16 +407,16 @@ def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) 
     if prepared.plan.errors:  # the bindings are said too: a release may lack both an anchor and a name
         return CheckResult(Exit.BROKEN, rows, notes + bound + partial)
     try:
-        planner.emit(prepared.plan, [prepared.spec])
-    except planner.ConflictError as exc:
-        return CheckResult(Exit.BROKEN, rows, notes + [{"type": "conflict", "detail": str(exc)}] + partial)
+        emit(prepared.plan, [prepared.spec])
+    except ConflictError as exc:
+        return CheckResult(Exit.BROKEN, rows, notes + [{"type": "conflict", "detail": exc.message}] + partial)
     problems = bound + [{"type": "binding", "detail": f"binding: {p}"} for p in prepared.plan.problems] + partial
     return CheckResult(Exit.BROKEN if problems else Exit.PENDING, rows, notes + problems)
 
 
-def _matches_record(root: Root, state: staterec.State, rel: str) -> bool:
+def _matches_record(root: Root, state: State, rel: str) -> bool:
     want = state.files[rel].patched_sha256 if rel in state.files else state.snippets[rel].sha256
-    return staterec.sha256(root.read_bytes(rel)) == want
+    return sha256(root.read_bytes(rel)) == want
 
 
 @dataclass
@@ -601,9 +426,9 @@ class StatusReport:
     lines: list[str]
 
 
-UNVERIFIED = {staterec.Proof.PENDING: "apply stopped before its run-time proof ended",
-              staterec.Proof.SKIPPED: "applied with --no-verify",
-              staterec.Proof.NO_INTERPRETER: "no interpreter was known to run the root at apply (--python)"}
+UNVERIFIED = {Proof.PENDING: "apply stopped before its run-time proof ended",
+              Proof.SKIPPED: "applied with --no-verify",
+              Proof.NO_INTERPRETER: "no interpreter was known to run the root at apply (--python)"}
 
 
 def status(root_path: str) -> StatusReport:
@@ -615,13 +440,13 @@ def status(root_path: str) -> StatusReport:
 def _status(root_path: str) -> StatusReport:
     root = txn.pending_view(Root.open(root_path))
     pending = txn.pending_note(root)
-    state = staterec.load(root)
+    state = load_state(root)
     records = PipRecords(root)
     results, lines, code = [], [], Exit.OK
     if pending:
         results.append({"type": "recovery", "detail": pending})
         lines.append(pending)
-        code = Exit.OK if staterec.writer_active(root) else Exit.PENDING  # under way: the committed state
+        code = Exit.OK if writer_active(root) else Exit.PENDING  # under way: the committed state
     todo = {AS_WRITTEN: None,
             EDITED: "`patchspec unapply {spec} --force` restores the original, `patchspec forget {spec}` keeps the file",
             MISSING: "`patchspec unapply {spec} --force` restores the original",
@@ -639,7 +464,7 @@ def _status(root_path: str) -> StatusReport:
         if unverified:
             lines.append(f"  unverified: {unverified}; `patchspec verify {name} --root {root.path}` shows "
                          "whether it runs")
-            if rec.proof == staterec.Proof.PENDING:
+            if rec.proof == Proof.PENDING:
                 code = max(code, Exit.PENDING)
         for rel in rec.files + rec.snippets:
             state_of = records.file_status(state, rel)
@@ -653,19 +478,6 @@ def _status(root_path: str) -> StatusReport:
     if not state.specs:
         lines.append("nothing applied")
     return StatusReport(code, results, lines)
-
-
-def check_line(r: planner.Resolved) -> str:
-    where = f"{r.file}:{r.line}" if r.line else r.file
-    detail = f" ({r.detail})" if r.detail and r.status not in (WOULD_APPLY, APPLIED, EDITED) else ""
-    return f"{r.status}: {r.spec} {r.target}#{r.index} {r.kind} {r.function} in {where}{detail}"
-
-
-def plan_line(r: planner.Resolved) -> str:
-    where = f"{r.file}:{r.line}" if r.line else r.file
-    detail = f" ({r.detail})" if r.detail and not r.ok else f" ({r.note})" if r.note else ""
-    state = "would apply" if r.ok else r.status
-    return f"{state}: {r.spec} {r.target}#{r.index} {r.kind} {r.function} at {where}{detail}"
 
 
 def diff_texts(prepared: Prepared) -> list[tuple[str, str | None, str]]:

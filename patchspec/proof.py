@@ -16,26 +16,27 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from patchspec.install import interpreter, state as staterec
-from patchspec.compiler import plan as planner
 from patchspec.compiler.edits import NodeEdit, Status
+from patchspec.compiler.plan import RUNTIME_PACKAGE, Plan, Resolved
 from patchspec.compiler.source import SourceError, SourceFile
 from patchspec.compiler.transforms import KINDS
 from patchspec.compiler.transforms.kind import Key, Live
-from patchspec.model import Spec
+from patchspec.install import interpreter
 from patchspec.install.root import Root
+from patchspec.install.state import State, sha256
+from patchspec.model import Spec
 
 LIVE, NOT_LIVE, STATIC = "live", "not-live", "static"
 
 
 @dataclass
 class Proof:
-    rows: list[planner.Resolved]                   # one per transform of the spec's applied files
+    rows: list[Resolved]                   # one per transform of the spec's applied files
     modules: list[dict] = field(default_factory=list)   # {"module", "status", "detail"}
     interpreter: str = ""
 
     @property
-    def failed(self) -> list[planner.Resolved]:
+    def failed(self) -> list[Resolved]:
         return [r for r in self.rows if r.status == NOT_LIVE]
 
 
@@ -44,7 +45,7 @@ def module_name(rel: str) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def prove(root: Root, spec: Spec, plan: planner.Plan, state: staterec.State, python: interpreter.Interpreter,
+def prove(root: Root, spec: Spec, plan: Plan, state: State, python: interpreter.Interpreter,
           timeout: float = interpreter.TIMEOUT) -> Proof:
     """Ask ``python`` to import every module the spec patched and show each transform live there."""
     rows = [r for r in plan.resolved if r.status != Status.SKIPPED and r.file in state.specs[spec.name].files]
@@ -59,10 +60,10 @@ def prove(root: Root, spec: Spec, plan: planner.Plan, state: staterec.State, pyt
                                                 "checks": []})
             entry["checks"].append({"id": str(number), **checks[number]})
     package = spec.snippet_package   # None: a spec of rewrites only
-    snippet_dir = os.path.realpath(root.path / planner.RUNTIME_PACKAGE / (package or "")) + os.sep
+    snippet_dir = os.path.realpath(root.path / RUNTIME_PACKAGE / (package or "")) + os.sep
     answer = interpreter.ask(python, root.path, {
         "modules": list(modules.values()), "snippet_dir": snippet_dir,
-        "snippet_module": package and f"{planner.RUNTIME_PACKAGE}.{package}"}, timeout)
+        "snippet_module": package and f"{RUNTIME_PACKAGE}.{package}"}, timeout)
     imported = answer["modules"]
     out = []
     for number, r in enumerate(rows):
@@ -85,12 +86,12 @@ def prove(root: Root, spec: Spec, plan: planner.Plan, state: staterec.State, pyt
     return Proof(out, module_rows, f"{python.path} ({answer['version']}, {python.how})")
 
 
-def _expect(spec: Spec, r: planner.Resolved, text: str | None, state: staterec.State,
+def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
             root: Root) -> tuple[str | None, dict]:
     """What the probe must show for ``r`` (its check), or why the file alone already shows it is not."""
     kind = KINDS[r.kind]
     record = state.files.get(r.file)
-    if text is None or record is None or staterec.sha256(root.read_bytes(r.file)) != record.patched_sha256:
+    if text is None or record is None or sha256(root.read_bytes(r.file)) != record.patched_sha256:
         return f"{r.file} is not as apply wrote it (edited or replaced since)", {}
     check = {"how": kind.live.value, "file": str(root.path / r.file), "function": r.function}
     if kind.live is Live.MODULE_NAME:
@@ -100,8 +101,10 @@ def _expect(spec: Spec, r: planner.Resolved, text: str | None, state: staterec.S
     if live is Live.BINDING and set(_params(spec, r)) & {"parameter", "name"}:
         live = Live.CODE_LINES   # a default or an assignment inside a function: the function's code shows it
         check["how"] = live.value
-    elif live is Live.BINDING:
-        return None, check
+    elif live is Live.BINDING:  # the names it binds at the target's level, else the target's own name
+        owner, _, name = r.function.rpartition(".")
+        names = sorted(kind.binds(_params(spec, r)).module) or [name]
+        return None, {**check, "owner": owner, "names": names}
     try:
         node = SourceFile(r.file, text).find(r.function, _branch(spec, r))
     except SourceError as exc:
@@ -124,16 +127,16 @@ def _expect(spec: Spec, r: planner.Resolved, text: str | None, state: staterec.S
     return None, check
 
 
-def _params(spec: Spec, r: planner.Resolved) -> dict[str, str]:
+def _params(spec: Spec, r: Resolved) -> dict[str, str]:
     target = next(t for t in spec.targets if t.id == r.target)
     return next(x for x in target.transforms if x.index == r.index).params
 
 
-def _branch(spec: Spec, r: planner.Resolved) -> str | None:
+def _branch(spec: Spec, r: Resolved) -> str | None:
     return next(t for t in spec.targets if t.id == r.target).branch
 
 
-def _needles(r: planner.Resolved) -> list[str]:
+def _needles(r: Resolved) -> list[str]:
     """The text each of the transform's edits put on a line of the patched file (its first line), where
     that line has code: a removed statement leaves a marker comment or a ``pass``, shown by the live code
     being the patched text alone."""

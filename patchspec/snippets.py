@@ -40,7 +40,7 @@ def read_package(read, spec: Spec):
     try:
         return read(package_dir(spec))
     except snippet_api.SnippetError as exc:
-        raise PatchspecError(f"snippet package {spec.snippet_package}: {exc}", file=str(exc.path),
+        raise PatchspecError(f"snippet package {spec.snippet_package}: {exc.message}", file=str(exc.path),
                              line=exc.line) from None
 
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from patchspec import ops
-from patchspec.install import state as staterec, txn
+from patchspec.prepare import prepare
+from patchspec.install import txn
+from patchspec.install.state import locked
 from patchspec.cli import main
 from patchspec.errors import PatchspecError
 from patchspec.install.root import Root
@@ -122,13 +124,13 @@ def test_diff_is_a_plain_patch_for_patch_and_git_apply(release_root, tmp_path, c
 
 def test_release_auto_reads_dist_info(vllm_release, copy_root):
     root = copy_root(vllm_release("0.30.0"))
-    assert ops.prepare(DEMO, "auto", str(root)).release == "v0.30.0"
+    assert prepare(DEMO, "auto", str(root)).release == "v0.30.0"
 
 
 def test_two_appliers_one_waits_then_fails_clearly(release_root):
     root, release = release_root
     before = tree(root)
-    with staterec.locked(Root.open(root), timeout=1):
+    with locked(Root.open(root), timeout=1):
         with pytest.raises(PatchspecError, match="holds the lock"):
             ops.apply(DEMO, release, str(root), lock_timeout=0.3)
     assert {k: v for k, v in tree(root).items() if not k.startswith(".patchspec")} == before

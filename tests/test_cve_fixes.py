@@ -86,3 +86,13 @@ def test_two_fixes_that_set_one_name_differently_are_refused_naming_both():
     with pytest.raises(ConflictError, match=r"urllib3-cve-2023-43804 .*urllib3-cve-2024-37891|"
                                             r"urllib3-cve-2024-37891 .*urllib3-cve-2023-43804"):
         planner.emit(plan, specs)
+
+
+def test_apply_on_the_release_with_the_fix_says_the_fix_is_upstream(copy_root):
+    from patchspec.errors import PatchspecError
+
+    root = copy_root(pypi_root("requests==2.31.0"))
+    before = tree(root)
+    with pytest.raises(PatchspecError, match="already holds every change of requests-cve-2023-32681.*upstream"):
+        ops.apply(str(CVE / "requests-cve-2023-32681.yaml"), "requests-2.30.0", str(root))
+    assert tree(root) == before

@@ -16,7 +16,9 @@ import pytest
 
 from patchspec.compiler import drift
 from patchspec.compiler.fingerprint import Change
-from patchspec.releases import drift_report
+from patchspec.errors import PatchspecError
+from patchspec.releases import profiles, report
+from patchspec.releases.new_profile import new_profile
 from patchspec.cli import main
 from patchspec.model import Loc, ObsoleteWhen
 from patchspec.spec import load_spec
@@ -69,7 +71,7 @@ def probe_copy(tmp_path_factory):
 
 @pytest.mark.parametrize("version", sorted(EXPECTED))
 def test_each_release_target_by_target(vllm_release, version):
-    result = drift_report.drift(PROBE, str(vllm_release(version)), use_cache=False)
+    result = report.drift(PROBE, str(vllm_release(version)), use_cache=False)
     release, classes = EXPECTED[version]
     assert result.release == release
     assert {k: r.drift for k, r in by_key(result.rows).items()} == classes
@@ -78,7 +80,7 @@ def test_each_release_target_by_target(vllm_release, version):
 
 def test_anchors_that_moved_and_held_against_a_baseline(vllm_release):
     """0.33.0 against 0.30.0: where every anchor went, which lines changed, the renamed target found."""
-    result = drift_report.drift(PROBE, str(vllm_release("0.33.0")), baseline=str(vllm_release("0.30.0")),
+    result = report.drift(PROBE, str(vllm_release("0.33.0")), baseline=str(vllm_release("0.30.0")),
                                 use_cache=False)
     rows = by_key(result.rows)
     assert (rows["schedule#0"].baseline_line, rows["schedule#0"].line) == (612, 795)
@@ -94,7 +96,7 @@ def test_anchors_that_moved_and_held_against_a_baseline(vllm_release):
 
 
 def test_renamed_target_without_baseline_ranks_by_anchors_then_name(vllm_release):
-    rows = by_key(drift_report.drift(PROBE, str(vllm_release("0.33.0")), use_cache=False).rows)
+    rows = by_key(report.drift(PROBE, str(vllm_release("0.33.0")), use_cache=False).rows)
     candidates = rows["promote-blocked#0"].candidates
     assert candidates[0].qualname == "Scheduler._handle_blocked_waiting_request"
     assert candidates[0].anchors == 1
@@ -199,7 +201,7 @@ def test_cli_matrix(vllm_release, capsys):
 def test_profile_new_records_what_the_committed_profiles_hold(vllm_release, probe_copy):
     """Regenerating v0.26.0 carries its override (still matching) and gives the same fingerprints."""
     committed = (PROBE_DIR / "releases" / "v0.26.0.yaml").read_text()
-    draft = drift_report.new_profile("v0.26.0", str(vllm_release("0.26.0")), [str(probe_copy / "probe.yaml")],
+    draft = new_profile("v0.26.0", str(vllm_release("0.26.0")), [str(probe_copy / "probe.yaml")],
                                      old="v0.26.0", force=True)
     assert draft.needs == []
     assert draft.text.split("\n", 1)[1] == committed.split("\n", 1)[1]  # but the schema's relative path
@@ -217,14 +219,14 @@ def test_profile_new_for_a_new_release(vllm_release, probe_copy, capsys):
     assert not path.exists()
     assert main(["profile", "new", "v0.24.0", "--root", str(vllm_release("0.24.0")), "--from", "v0.26.0",
                  "--spec", spec]) == 0
-    profile = drift_report.profiles.load_profile(probe_copy / "releases", "v0.24.0")
+    profile = profiles.load_profile(probe_copy / "releases", "v0.24.0")
     assert str(profile.packages["vllm"].versions) == "==0.24.0"
     assert profile.specs["drift-probe"]["overrides"] == {"schedule": {"transforms": {"1": {
         "anchor": "token_budget = self.max_num_scheduled_tokens"}}}}
     rows = by_key(drift.report(load_spec(spec), lambda rel: (vllm_release("0.24.0") / rel).read_text(),
                                lambda p: True, {}))
     assert profile.fingerprints("drift-probe")["request-counts"] == rows["request-counts#0"].fingerprint
-    assert "v0.24.0" in drift_report.profiles.supported_releases(probe_copy / "releases", load_spec(spec))
+    assert "v0.24.0" in profiles.supported_releases(probe_copy / "releases", load_spec(spec))
     assert main(["profile", "new", "v0.24.0", "--root", str(vllm_release("0.24.0")), "--spec", spec]) == 2
 
 
@@ -256,7 +258,7 @@ GAUDI_EXPECTED = {
 @pytest.mark.parametrize("tag", sorted(GAUDI_EXPECTED))
 def test_vllm_gaudi_releases_target_by_target(gaudi_release, tag):
     """vllm-gaudi v0.24.0, v0.26.0 and main against the v0.26.0 profile, with v0.26.0 as baseline."""
-    result = drift_report.drift(GAUDI_PROBE, str(gaudi_release(tag)), "v0.26.0",
+    result = report.drift(GAUDI_PROBE, str(gaudi_release(tag)), "v0.26.0",
                                 baseline=str(gaudi_release("v0.26.0")), use_cache=False)
     rows = by_key(result.rows)
     assert {k: r.drift for k, r in rows.items()} == GAUDI_EXPECTED[tag]
@@ -277,7 +279,7 @@ def test_drift_on_an_applied_root_reads_the_pristine_sources(vllm_release, tmp_p
     root = small_root(tmp_path / "root", vllm_release("0.30.0"))
     assert ops.apply(PROBE, "auto", str(root)).changed
     assert "# patchspec: drift-probe" in (root / FILES[0]).read_text()
-    result = drift_report.drift(PROBE, str(root), use_cache=False)
+    result = report.drift(PROBE, str(root), use_cache=False)
     assert {r.drift for r in result.rows} == {"unchanged"}
 
 
@@ -287,11 +289,11 @@ def test_profile_new_replacing_a_profile_keeps_pins_and_other_specs(vllm_release
     path.write_text('release: v0.30.0\npackages:\n  vllm: ">=0.30.0,<0.31"\nspecs:\n'
                     "  other-spec:\n    fingerprints: {x: 0123456789abcdef}\n"
                     "  drift-probe:\n    fingerprints: {schedule: stale}\n")
-    with pytest.raises(drift_report.PatchspecError, match="exists; --force"):
-        drift_report.new_profile("v0.30.0", str(vllm_release("0.30.0")), [str(tmp_path / "drift" / "probe.yaml")])
-    drift_report.new_profile("v0.30.0", str(vllm_release("0.30.0")), [str(tmp_path / "drift" / "probe.yaml")],
+    with pytest.raises(PatchspecError, match="exists; --force"):
+        new_profile("v0.30.0", str(vllm_release("0.30.0")), [str(tmp_path / "drift" / "probe.yaml")])
+    new_profile("v0.30.0", str(vllm_release("0.30.0")), [str(tmp_path / "drift" / "probe.yaml")],
                              old="v0.30.0", force=True)
-    profile = drift_report.profiles.load_profile(path.parent, "v0.30.0")
+    profile = profiles.load_profile(path.parent, "v0.30.0")
     assert "vllm: '>=0.30.0,<0.31'" in profile.text  # the pin as written, not re-ordered
     assert list(profile.specs) == ["other-spec", "drift-probe"]
     assert profile.fingerprints("other-spec") == {"x": "0123456789abcdef"}
@@ -306,10 +308,10 @@ def test_profile_new_from_a_profile_that_does_not_cover_the_spec(vllm_release, t
     path = tmp_path / "drift" / "releases" / "v0.30.0.yaml"
     path.write_text('release: v0.30.0\npackages:\n  vllm: "==0.30.*"\nspecs:\n'
                     "  other-spec:\n    fingerprints: {x: 0123456789abcdef}\n")
-    draft = drift_report.new_profile("v0.30.0", str(vllm_release("0.30.0")), [str(tmp_path / "drift" / "probe.yaml")],
+    draft = new_profile("v0.30.0", str(vllm_release("0.30.0")), [str(tmp_path / "drift" / "probe.yaml")],
                                      old="v0.30.0", force=True)
     assert draft.needs == []
-    profile = drift_report.profiles.load_profile(path.parent, "v0.30.0")
+    profile = profiles.load_profile(path.parent, "v0.30.0")
     assert list(profile.specs) == ["other-spec", "drift-probe"]
     assert "overrides" not in profile.specs["drift-probe"]
     assert profile.fingerprints("drift-probe")["schedule"] == "51a7f035ea554513"
@@ -328,7 +330,7 @@ REAL_EXPECTED = {
 def test_real_spec_is_unchanged_on_its_profiled_vllm_releases(vllm_release, version):
     """Every vLLM target of specs/pipeline-parallel.yaml has its fingerprint recorded and matches it (on
     0.33.0 with its profile's override of the admission cap)."""
-    result = drift_report.drift(REAL_SPEC, str(vllm_release(version)), use_cache=False)
+    result = report.drift(REAL_SPEC, str(vllm_release(version)), use_cache=False)
     assert result.release == f"v{version}"
     for row in result.rows:
         assert row.drift == ("unchanged" if row.file.startswith("vllm/") else "not-checked"), row
@@ -337,7 +339,7 @@ def test_real_spec_is_unchanged_on_its_profiled_vllm_releases(vllm_release, vers
 
 @pytest.mark.parametrize("version", sorted(REAL_EXPECTED))
 def test_real_spec_on_other_vllm_releases(vllm_release, version):
-    rows = by_key(drift_report.drift(REAL_SPEC, str(vllm_release(version)), "v0.30.0", use_cache=False).rows)
+    rows = by_key(report.drift(REAL_SPEC, str(vllm_release(version)), "v0.30.0", use_cache=False).rows)
     assert {k: rows[k].drift for k in REAL_EXPECTED[version]} == REAL_EXPECTED[version]
 
 
@@ -353,8 +355,8 @@ def test_real_spec_hpu_targets_on_vllm_gaudi(vllm_release, gaudi_release, versio
         return path.read_text() if path.is_file() else None
 
     spec = load_spec(REAL_SPEC)
-    profile = drift_report.profiles.load_profile(drift_report.profiles.releases_dir(REAL_SPEC), "v0.26.0")
-    rows = drift.report(drift_report.profiles.for_release(spec, profile), read, lambda p: p in roots,
+    profile = profiles.load_profile(profiles.releases_dir(REAL_SPEC), "v0.26.0")
+    rows = drift.report(profiles.for_release(spec, profile), read, lambda p: p in roots,
                         profile.fingerprints(spec.name))
     gaudi = [r for r in rows if r.file.startswith("vllm_gaudi/")]
     assert gaudi and {r.drift for r in gaudi} == {"unchanged"}
@@ -366,13 +368,13 @@ def test_an_unwritable_cache_still_gives_the_report(vllm_release, tmp_path, monk
     (cache / "drift").write_text("a file where the cache directory should be")  # root ignores modes
     root = small_root(tmp_path / "root", vllm_release("0.30.0"))
     monkeypatch.setenv("PATCHSPEC_CACHE", str(cache))
-    assert drift_report.drift(PROBE, str(root)).code == 0
+    assert report.drift(PROBE, str(root)).code == 0
 
 
 def test_baseline_pypi_is_the_profiled_release_from_pypi(vllm_release, capsys):
-    explicit = drift_report.drift(PROBE, str(vllm_release("0.33.0")), baseline=str(vllm_release("0.30.0")),
+    explicit = report.drift(PROBE, str(vllm_release("0.33.0")), baseline=str(vllm_release("0.30.0")),
                                   use_cache=False)
-    pinned = drift_report.drift(PROBE, str(vllm_release("0.33.0")), baseline="pypi", use_cache=False)
+    pinned = report.drift(PROBE, str(vllm_release("0.33.0")), baseline="pypi", use_cache=False)
     assert [r.to_dict() for r in pinned.rows] == [r.to_dict() for r in explicit.rows]
     assert main(["drift", PROBE, "--pypi", "vllm==0.24.0", "--release", "v0.26.0", "--baseline", "pypi",
                  "--no-cache"]) == 1
@@ -393,8 +395,8 @@ def test_baseline_pypi_reads_a_release_line_pin_as_its_first_release(vllm_releas
     """The shipped profiles pin a release line (``vllm: ==0.30.*``): the baseline is the wheel the
     profile was drafted on, 0.30.0, not a failed download of ``vllm==0.30.*``."""
     spec = str(REPO / "specs" / "pipeline-parallel.yaml")
-    pinned = drift_report.drift(spec, str(vllm_release("0.33.0")), "v0.30.0", baseline="pypi", use_cache=False)
-    explicit = drift_report.drift(spec, str(vllm_release("0.33.0")), "v0.30.0",
+    pinned = report.drift(spec, str(vllm_release("0.33.0")), "v0.30.0", baseline="pypi", use_cache=False)
+    explicit = report.drift(spec, str(vllm_release("0.33.0")), "v0.30.0",
                                   baseline=str(vllm_release("0.30.0")), use_cache=False)
     assert [r.to_dict() for r in pinned.rows] == [r.to_dict() for r in explicit.rows]
     assert any(r.baseline_line for r in pinned.rows)
@@ -404,7 +406,7 @@ def test_baseline_pypi_leaves_out_a_pin_checked_at_a_source_ref(vllm_release):
     """v0.26.0 pins vllm-gaudi ``==0.26.0`` at ``ref: v0.26.0``, which is no wheel on the index: the
     baseline is the vllm wheel alone, not a failed download of vllm-gaudi."""
     spec = str(REPO / "specs" / "pipeline-parallel.yaml")
-    pinned = drift_report.drift(spec, str(vllm_release("0.24.0")), "v0.26.0", baseline="pypi", use_cache=False)
-    explicit = drift_report.drift(spec, str(vllm_release("0.24.0")), "v0.26.0",
+    pinned = report.drift(spec, str(vllm_release("0.24.0")), "v0.26.0", baseline="pypi", use_cache=False)
+    explicit = report.drift(spec, str(vllm_release("0.24.0")), "v0.26.0",
                                   baseline=str(vllm_release("0.26.0")), use_cache=False)
     assert [r.to_dict() for r in pinned.rows] == [r.to_dict() for r in explicit.rows]

@@ -15,7 +15,7 @@ import pytest
 
 from patchspec.compiler import drift
 from patchspec.compiler.fingerprint import Change
-from patchspec.releases import drift_report
+from patchspec.releases import report
 from test_drift import ALL, PROBE, by_key, small_root
 
 SCHEDULER = "vllm/v1/core/sched/scheduler.py"
@@ -36,7 +36,7 @@ def mutate(pristine, tmp_path):
         text = (root / SCHEDULER).read_text()
         assert text.count(old) == count, f"{old!r} occurs {text.count(old)} times"
         (root / SCHEDULER).write_text(text.replace(old, new))
-        result = drift_report.drift(PROBE, str(root), baseline=str(pristine), use_cache=False)
+        result = report.drift(PROBE, str(root), baseline=str(pristine), use_cache=False)
         assert result.release == "v0.30.0"
         return by_key(result.rows)
     return run
@@ -144,7 +144,7 @@ def test_reformatting_the_whole_file_alone_is_unchanged(pristine, tmp_path):
         assert new != old and len(new.splitlines()) < len(old.splitlines())
         assert ast.dump(ast.parse(new)) == ast.dump(ast.parse(old))
         (root / rel).write_text(new)
-    result = drift_report.drift(PROBE, str(root), baseline=str(pristine), use_cache=False)
+    result = report.drift(PROBE, str(root), baseline=str(pristine), use_cache=False)
     rows = by_key(result.rows)
     assert classes(rows) == UNCHANGED
     assert all(r.changes == [] for r in rows.values())

@@ -11,7 +11,7 @@ import pytest
 
 from patchspec import ops
 from patchspec.releases import profiles
-from patchspec.releases.drift_report import BROKEN_COMMENT
+from patchspec.releases.new_profile import BROKEN_COMMENT
 from patchspec.spec import load_spec
 from tests.releases import DEFAULT_VLLM
 from tests.test_apply import tree

@@ -139,38 +139,46 @@ def test_a_file_another_spec_patched_and_then_edited_is_refused(site, tmp_path, 
 
 
 # --- the nine CVE fixes: --from the fixed release onto the vulnerable one --------------------------
+# The releases are test_cve_fixes' (the hand-written specs of the same fixes), the verdicts its probes'.
 
-FIXES = {
-    "requests": ("requests==2.30.0", "requests==2.31.0", ["requests/sessions.py:SessionRedirectMixin.rebuild_proxies"]),
-    "urllib3-cookie": ("urllib3==2.0.5", "urllib3==2.0.6", [
-        "urllib3/util/retry.py:Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT", "urllib3/util/retry.py:Retry.__init__"]),
-    "urllib3-303": ("urllib3==2.0.6", "urllib3==2.0.7", [
-        "urllib3/connectionpool.py:HTTPConnectionPool.urlopen", "urllib3/poolmanager.py:PoolManager.urlopen",
-        "urllib3/_collections.py:HTTPHeaderDict._prepare_for_method_change"]),
-    "urllib3-proxy-auth": ("urllib3==2.2.1", "urllib3==2.2.2", [
-        "urllib3/util/retry.py:Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT"]),
-    "jinja2-space": ("jinja2==3.1.2", "jinja2==3.1.3", ["jinja2/filters.py:do_xmlattr", "jinja2/filters.py:_space_re"]),
-    "jinja2-solidus": ("jinja2==3.1.3", "jinja2==3.1.4", [
-        "jinja2/filters.py:do_xmlattr", "jinja2/filters.py:_attr_key_re"]),
-    "idna": ("idna==3.6", "idna==3.7", ["idna/core.py:valid_contextj", "idna/core.py:check_label",
-                                        "idna/core.py:alabel", "idna/idnadata.py:joining_types"]),
-    "tqdm": ("tqdm==4.66.2", "tqdm==4.66.3", ["tqdm/cli.py:cast"]),
-    "sqlparse": ("sqlparse==0.4.4", "sqlparse==0.5.0", ["sqlparse/sql.py:TokenList.flatten"]),
+TARGETS = {
+    "requests-cve-2023-32681": ["requests/sessions.py:SessionRedirectMixin.rebuild_proxies"],
+    "urllib3-cve-2023-43804": ["urllib3/util/retry.py:Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT",
+                               "urllib3/util/retry.py:Retry.__init__"],
+    "urllib3-cve-2023-45803": ["urllib3/connectionpool.py:HTTPConnectionPool.urlopen",
+                               "urllib3/poolmanager.py:PoolManager.urlopen",
+                               "urllib3/_collections.py:HTTPHeaderDict._prepare_for_method_change"],
+    "urllib3-cve-2024-37891": ["urllib3/util/retry.py:Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT"],
+    "jinja2-cve-2024-22195": ["jinja2/filters.py:do_xmlattr", "jinja2/filters.py:_space_re"],
+    "jinja2-cve-2024-34064": ["jinja2/filters.py:do_xmlattr", "jinja2/filters.py:_attr_key_re"],
+    "idna-cve-2024-3651": ["idna/core.py:valid_contextj", "idna/core.py:check_label", "idna/core.py:alabel",
+                           "idna/idnadata.py:joining_types"],
+    "tqdm-cve-2024-34062": ["tqdm/cli.py:cast"],
+    "sqlparse-cve-2024-4340": ["sqlparse/sql.py:TokenList.flatten"],
 }
-DEFAULT_SLICE = {"requests", "urllib3-cookie", "tqdm", "sqlparse"}   # replace, set, replace/remove, guard
+# replace of an expression, set, replace/remove of statements, guard
+DEFAULT_SLICE = {"requests-cve-2023-32681", "urllib3-cve-2023-43804", "tqdm-cve-2024-34062",
+                 "sqlparse-cve-2024-4340"}
+
+
+def verdict(fix: str, root: Path) -> str:
+    from tests.cve_probes import probe
+
+    return probe(fix, root)[0]
 
 
 @pytest.mark.parametrize("fix", [pytest.param(f, marks=pytest.mark.record_all(default=f in DEFAULT_SLICE))
-                                 for f in FIXES])
+                                 for f in TARGETS])
 def test_record_from_upstream_drafts_a_spec_that_applies_and_fixes_the_vulnerable_release(fix, tmp_path, capsys):
-    from tests.record.behaviour import fixed
+    from tests.test_cve_fixes import FIXES
 
-    vulnerable, upstream, targets = FIXES[fix]
+    upstream, vulnerable, _older = FIXES[fix]
+    targets = TARGETS[fix]
     release = pypi_root(vulnerable)
     pypi_root(upstream)
     root = tmp_path / "site"
     shutil.copytree(release, root, ignore=shutil.ignore_patterns(".complete"))
-    assert not fixed(root, fix)
+    assert verdict(fix, root) == "VULNERABLE"
     args = ["rec", "--root", str(root), "--from", upstream, "--dir", str(tmp_path / "fix")]
     code, out = record(capsys, *args, *[a for t in targets for a in ("--target", t)])
     assert code == 0, out
@@ -178,25 +186,22 @@ def test_record_from_upstream_drafts_a_spec_that_applies_and_fixes_the_vulnerabl
     assert main(["check", spec, "--root", str(root)]) == 1   # drafted, the root untouched
     assert main(["apply", spec, "--root", str(root)]) == 0
     assert main(["check", spec, "--root", str(root)]) == 0
-    assert fixed(root, fix)
-    changed = {t.split(":")[0] for t in targets}
+    assert verdict(fix, root) == "FIXED"
     assert main(["unapply", "rec", "--root", str(root)]) == 0
-    for rel in changed:
+    for rel in {t.split(":")[0] for t in targets}:
         assert (root / rel).read_bytes() == (release / rel).read_bytes()
-    assert not fixed(root, fix)
 
 
 def test_the_cve_2023_32681_change_edited_by_hand_into_requests_2_30_0_is_recorded_and_replaced(
         site, tmp_path, capsys, requests_230):
     """A new user's edit: upstream's comment lines and its new test, typed into the installed file."""
-    from tests.record.behaviour import fixed
-
-    assert not fixed(site, "requests")
+    fix = "requests-cve-2023-32681"
+    assert verdict(fix, site) == "VULNERABLE"
     edited = edit(site, SESSIONS, "        if username and password:\n",
                   "        # urllib3 handles proxy authorization for us in the standard adapter.\n"
                   "        # Avoid appending this to TLS tunneled requests where it may be leaked.\n"
                   "        if not scheme.startswith('https') and username and password:\n")
-    assert fixed(site, "requests")
+    assert verdict(fix, site) == "FIXED"
     code, out = record(capsys, "proxy-auth-tls", "--root", str(site), "--dir", str(tmp_path / "fix"))
     assert code == 0, out
     (target,) = spec_of(tmp_path / "fix", "proxy-auth-tls")["targets"]
@@ -206,10 +211,10 @@ def test_the_cve_2023_32681_change_edited_by_hand_into_requests_2_30_0_is_record
     assert main(["check", spec, "--root", str(site)]) == 0
     assert (site / SESSIONS).read_bytes() != edited   # the spec's marked text, not the edit's bytes
     assert (tmp_path / "fix" / "proxy-auth-tls.edit" / SESSIONS).read_bytes() == edited   # kept, comments and all
-    assert fixed(site, "requests")
+    assert verdict(fix, site) == "FIXED"
     assert main(["unapply", "proxy-auth-tls", "--root", str(site)]) == 0
     assert (site / SESSIONS).read_bytes() == (requests_230 / SESSIONS).read_bytes()
-    assert not fixed(site, "requests")
+    assert verdict(fix, site) == "VULNERABLE"
 
 
 def test_a_root_with_another_spec_applied_records_an_edit_of_another_file(site, tmp_path, capsys, requests_230):
@@ -241,8 +246,6 @@ def test_a_release_the_index_has_no_wheel_or_sdist_of_is_one_line(site, tmp_path
 
 
 def test_from_with_before_carries_upstreams_change_onto_an_older_release(tmp_path, capsys):
-    from tests.record.behaviour import fixed
-
     release = pypi_root("requests==2.28.2")
     root = tmp_path / "site"
     shutil.copytree(release, root, ignore=shutil.ignore_patterns(".complete"))
@@ -251,7 +254,7 @@ def test_from_with_before_carries_upstreams_change_onto_an_older_release(tmp_pat
     assert code == 0, out
     assert (tmp_path / "fix" / "releases" / "requests-2.28.2.yaml").is_file()
     assert main(["apply", str(tmp_path / "fix" / "carried.yaml"), "--root", str(root)]) == 0
-    assert fixed(root, "requests")
+    assert verdict("requests-cve-2023-32681", root) == "FIXED"
 
 
 def test_from_names_what_upstream_left_as_it_was_and_refuses_what_no_transform_says(tmp_path, capsys):

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from patchspec import ops
-from patchspec.compiler import plan as planner
+from patchspec.cli.present import plan_line
+from patchspec.prepare import prepare
 from patchspec.errors import PatchspecError
 from tests.compiler.helpers import FILE, make_spec, patch, resolve, target
 
@@ -136,9 +137,9 @@ def test_seen_1_wrap_and_anchor_reach_the_live_definition_not_the_overload_stub(
           - wrap: {with: logged}
           - insert_before: {anchor: "return rv", code: "_s.note(rv)"}
     """)
-    prepared = ops.prepare(spec, "r1", str(lab.root))
+    prepared = prepare(spec, "r1", str(lab.root))
     assert [r.line for r in prepared.plan.resolved] == [12, 14]
-    assert "2 @overload stubs of main skipped" in ops.plan_line(prepared.plan.resolved[0])
+    assert "2 @overload stubs of main skipped" in plan_line(prepared.plan.resolved[0])
     lab.apply(spec)
     out = lab.run("""
         from pkg.mod import BaseCommand

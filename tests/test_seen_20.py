@@ -12,6 +12,7 @@ import pytest
 
 from patchspec import ops
 from patchspec.cli import main
+from patchspec.prepare import prepare
 from patchspec.releases.cache import pypi_root
 
 SNIPS = '''
@@ -132,7 +133,7 @@ def test_seen_2_init_drafts_a_wrap_of_the_accessor_named(tmp_path, capsys, targe
                      f"urllib3/connection.py:{target}", "--dir", str(tmp_path))
     assert code == 0, out
     assert f"with: {hook}" in (tmp_path / "host-hook.yaml").read_text()
-    prepared = ops.prepare(str(tmp_path / "host-hook.yaml"), "auto", str(root))
+    prepared = prepare(str(tmp_path / "host-hook.yaml"), "auto", str(root))
     (row,) = prepared.plan.resolved
     assert row.ok and row.line == line
 

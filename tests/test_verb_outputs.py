@@ -4,7 +4,7 @@ The root is fixed: the files of vLLM 0.30.0 from PyPI that the shipped specs pat
 snippets use, its dist-info, and the gaudi-shaped fixture as ``vllm_gaudi/``. A run of every verb (JSON
 envelope, and the lines a person reads where the verb writes nothing) is compared with
 ``tests/data/verb_outputs.json``, which was written by this same test (``PATCHSPEC_RECORD_OUTPUTS=1``) on the
-code before the layers were moved; paths under the root, the work directory and the repository are
+code before the layers were moved (re-record it there, on main before a refactor, when behaviour changes); paths under the root, the work directory and the repository are
 replaced by ``<ROOT>``, ``<WORK>`` and ``<REPO>``. The drift cache is this run's own (a cached row keeps
 the spec path of the run that filled it).
 """
@@ -87,14 +87,17 @@ def _session(root: Path, work: Path) -> dict[str, dict]:
              ("status empty", ["status", "--root", str(root)], True),
              ("recover nothing", ["recover", "--root", str(root)], False),
              ("apply pipeline-parallel", ["apply", spec["pipeline-parallel"], *at], False),
-             ("apply pipeline-parallel again", ["apply", spec["pipeline-parallel"], *at], False),
+             ("apply cpu-pipeline-eager", ["apply", spec["cpu-pipeline-eager"], *at], False),
+             ("apply cpu-pipeline-eager again", ["apply", spec["cpu-pipeline-eager"], *at], False),
              ("apply pipeline-transfer", ["apply", spec["pipeline-transfer"], *at], False),
              ("check pipeline-parallel applied", ["check", spec["pipeline-parallel"], *at], True),
+             ("check cpu-pipeline-eager applied", ["check", spec["cpu-pipeline-eager"], *at], True),
              ("check pipeline-transfer applied", ["check", spec["pipeline-transfer"], *at], True),
-             ("drift pipeline-parallel applied", ["drift", spec["pipeline-parallel"], "--release", RELEASE,
+             ("drift pipeline-transfer applied", ["drift", spec["pipeline-transfer"], "--release", RELEASE,
                                                   "--root", str(root)], True),
              ("status applied", ["status", "--root", str(root)], True),
              ("unapply pipeline-parallel", ["unapply", "pipeline-parallel", "--root", str(root)], False),
+             ("unapply cpu-pipeline-eager", ["unapply", "cpu-pipeline-eager", "--root", str(root)], False),
              ("status after unapply", ["status", "--root", str(root)], True),
              ("forget pipeline-transfer", ["forget", spec["pipeline-transfer"], "--root", str(root)], False),
              ("unapply not applied", ["unapply", "pipeline-transfer", "--root", str(root)], False),

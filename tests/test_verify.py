@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from patchspec import ops
-from patchspec.install import state as staterec
+from patchspec.install.state import STATE_FILE, Proof, load_state
 from patchspec.cli import main
 from patchspec.install.root import Root
 from tests.state.toy import tree
@@ -63,7 +63,7 @@ def test_verify_leaves_the_root_byte_identical(applied):
 
 def test_apply_records_the_proof_and_status_says_nothing_unverified(applied, capsys):
     python, site, spec = applied
-    assert staterec.load(Root.open(site)).specs["vtoy"].proof == staterec.Proof.LIVE
+    assert load_state(Root.open(site)).specs["vtoy"].proof == Proof.LIVE
     capsys.readouterr()
     assert main(["status", "--root", str(site)]) == 0
     assert "unverified" not in capsys.readouterr().out
@@ -83,7 +83,7 @@ def test_a_function_rebound_where_no_static_rule_sees_is_not_live_and_apply_undo
     assert tree(site) == before
     assert main(["apply", spec, "--root", str(site), "--no-verify"]) == 0   # the way past it, said
     assert "unverified: --no-verify" in capsys.readouterr().out
-    assert staterec.load(Root.open(site)).specs["vtoy"].proof == staterec.Proof.SKIPPED
+    assert load_state(Root.open(site)).specs["vtoy"].proof == Proof.SKIPPED
     assert main(["verify", spec, "--root", str(site)]) == 4
     assert "not-live: vtoy call#0" in capsys.readouterr().out
 
@@ -103,7 +103,7 @@ def test_a_module_that_cannot_be_imported_here_is_said_and_shown_statically(tmp_
     assert {r["status"] for r in rows} == {"static"}
     assert all("module vpkg.mod not importable here: ModuleNotFoundError: No module named "
                "'habana_frameworks'" in r["detail"] and "shown statically" in r["detail"] for r in rows)
-    assert staterec.load(Root.open(site)).specs["vtoy"].proof == staterec.Proof.STATIC
+    assert load_state(Root.open(site)).specs["vtoy"].proof == Proof.STATIC
 
 
 def test_an_import_that_fails_in_the_spec_own_code_is_not_live(tmp_path, capsys):
@@ -155,20 +155,20 @@ def test_a_kill_during_the_proof_leaves_the_spec_applied_and_unverified(tmp_path
     fifo.write_text("")  # the module's open() no longer waits
     assert main(["apply", spec, "--root", str(site)]) == 0
     assert "verified: 7 live" in capsys.readouterr().out
-    assert staterec.load(Root.open(site)).specs["vtoy"].proof == staterec.Proof.LIVE
+    assert load_state(Root.open(site)).specs["vtoy"].proof == Proof.LIVE
 
 
 def test_a_version_1_state_record_is_read(tmp_path):
     python, site = toy_venv(tmp_path)
     spec = write_spec(tmp_path / "spec")
     ops.apply(spec, "auto", str(site))
-    state = site / staterec.STATE_FILE
+    state = site / STATE_FILE
     data = json.loads(state.read_text())
     data["version"] = 1
     for rec in data["specs"].values():
         del rec["proof"]
     state.write_text(json.dumps(data))
-    assert staterec.load(Root.open(site)).specs["vtoy"].proof is None
+    assert load_state(Root.open(site)).specs["vtoy"].proof is None
     ops.unapply("vtoy", str(site))
     assert not (site / ".patchspec").exists()
 
@@ -215,6 +215,11 @@ targets:
     function: Config.__init__
     transforms:
       - set: {parameter: level, value: "3"}
+  - id: extra
+    file: vpkg/mod.py
+    function: unsafe
+    transforms:
+      - add_statement: {code: "EXTRA = 5"}
   - id: risky
     file: vpkg/mod.py
     function: risky
@@ -235,7 +240,7 @@ targets:
 
 def test_the_rewrite_kinds_are_shown_live(tmp_path, capsys):
     """replace, remove and guard by their code in the live function; set by the live binding (a module
-    or class name) or the live function (a default)."""
+    or class name) or the live function (a default); add_statement by the names it binds."""
     python, site = toy_venv(tmp_path, REWRITE_MOD)
     spec = write_spec(tmp_path / "spec", spec=REWRITE_SPEC)
     assert main(["apply", spec, "--root", str(site)]) == 0
@@ -245,8 +250,29 @@ def test_the_rewrite_kinds_are_shown_live(tmp_path, capsys):
             if r["type"] == "transform"}
     assert {k: r["status"] for k, r in rows.items()} == {
         ("limit", 0): "live", ("mode", 0): "live", ("init", 0): "live", ("risky", 0): "live",
-        ("risky", 1): "live", ("risky", 2): "live"}
-    assert rows[("mode", 0)]["detail"] == "vpkg.mod.Config.MODE bound by the module's patched text"
+        ("risky", 1): "live", ("risky", 2): "live", ("extra", 0): "live"}
+    assert rows[("mode", 0)]["detail"] == "MODE bound in the live vpkg.mod.Config by the module's patched text"
     assert rows[("risky", 1)]["detail"] == "the live code of vpkg.mod.risky is the patched text"
-    code = "import vpkg.mod as m; print(m.LIMIT, m.Config.MODE, m.Config().level, m.risky(1))"
-    assert run(python, code=code) == ["2 new 3 8"]
+    assert rows[("extra", 0)]["detail"] == "EXTRA bound in the live vpkg.mod by the module's patched text"
+    code = "import vpkg.mod as m; print(m.LIMIT, m.Config.MODE, m.Config().level, m.risky(1), m.EXTRA)"
+    assert run(python, code=code) == ["2 new 3 8 5"]
+
+
+def test_vllm_gaudi_is_not_importable_without_gaudi_software_and_shown_statically(
+        vllm_release, gaudi_release, copy_root, capsys):
+    """vLLM 0.30.0 with vllm-gaudi main, as the shipped spec's profile pins them, run by this machine's
+    interpreter: every vLLM transform live, every vllm_gaudi one shown statically, with the reason."""
+    root = copy_root(vllm_release("0.30.0"), gaudi_release("main"))
+    assert main(["apply", "pipeline-parallel", "--root", str(root), "--release", "v0.30.0"]) == 0
+    capsys.readouterr()
+    assert main(["verify", "pipeline-parallel", "--root", str(root), "--python", sys.executable, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = [r for r in doc["results"] if r["type"] == "transform"]
+    gaudi = [r for r in rows if r["file"].startswith("vllm_gaudi/")]
+    assert gaudi and {r["status"] for r in gaudi} == {"static"}
+    assert all("not importable here: ModuleNotFoundError: No module named 'habana_frameworks'" in r["detail"]
+               for r in gaudi)
+    assert {r["status"] for r in rows if r["file"].startswith("vllm/")} == {"live"}
+    modules = {r["module"]: r for r in doc["results"] if r["type"] == "module"}
+    assert {m for m, r in modules.items() if r["status"] == "not-importable"} == \
+        {m for m in modules if m.startswith("vllm_gaudi.")}

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import libcst as cst
 
 from patchspec.compiler import pattern
+from patchspec.errors import PatchspecError
+from patchspec.model import Loc
 
 
 class Status(enum.StrEnum):
@@ -73,8 +75,9 @@ class LineEdit:
     owner: str
 
 
-class ResolveError(Exception):
-    """An anchor that matched zero or several times; ``lines`` are the file lines it matched."""
+class ResolveError(PatchspecError):
+    """An anchor that matched zero or several times; ``lines`` are the file lines it matched. The plan
+    keeps it as the transform's status; it never leaves the compiler."""
 
     def __init__(self, reason: Status, what: str, lines: list[int]) -> None:
         self.reason = reason
@@ -82,6 +85,15 @@ class ResolveError(Exception):
         self.lines = lines
         where = f" (lines {', '.join(map(str, lines))})" if lines else ""
         super().__init__(f"{what}: {reason}{where}")
+
+
+class ConflictError(PatchspecError):
+    """Edits that cannot coexist, or inserted code that would not run: the error's location is the source
+    line, ``spec_locations`` the spec's transforms concerned."""
+
+    def __init__(self, message: str, file: str, line: int | None, locations: list[Loc]) -> None:
+        super().__init__(message, file=file, line=line)
+        self.spec_locations = locations
 
 
 def marked(code: str, marker: str) -> cst.BaseStatement:

@@ -5,7 +5,7 @@ from collections import defaultdict
 
 import libcst as cst
 
-from patchspec.compiler.edits import Action, LineEdit, NodeEdit, Place, with_marker
+from patchspec.compiler.edits import Action, ConflictError, LineEdit, NodeEdit, Place, with_marker
 from patchspec.compiler.rewrite import fill_run, holds_run
 from patchspec.compiler.source import Fragment, SourceFile
 
@@ -103,7 +103,9 @@ def splice(source: SourceFile, fragments: dict[int, tuple[int, str]], line_edits
             out.append(text)
             inside = [n for n in inserts if line <= n < end]
             if inside:
-                raise ValueError(f"{source.path}:{inside[0]}: a line insertion falls inside a patched definition")
+                raise ConflictError(f"a line added after line {inside[0]} (a class member or an import) falls inside "
+                                    f"the definition at lines {line}-{end} that another transform rewrites: they "
+                                    "cannot both apply", source.path, inside[0], [])
             line = end
         else:
             out.append(lines[line - 1])

@@ -19,7 +19,7 @@ import libcst as cst
 from patchspec.compiler import scope
 from patchspec.compiler.edits import LineEdit, NodeEdit
 from patchspec.compiler.source import SourceFile, split_lines
-from patchspec.model import Loc
+from patchspec.model import MARKER, Loc
 
 BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__package__",
                                        "__loader__", "__builtins__", "__path__"}
@@ -75,8 +75,8 @@ def compile_problem(path: str, text: str, rows: list) -> Problem | None:
         compile(text, path, "exec", dont_inherit=True)
     except SyntaxError as exc:
         bad = split_lines(text)[exc.lineno - 1] if exc.lineno else ""
-        row = next((r for r in rows if r.edits and f"# patchspec: {r.spec}" in bad and _code_of(r) in bad),
-                   next((r for r in rows if r.edits and f"# patchspec: {r.spec}" in bad), rows[0]))
+        row = next((r for r in rows if r.edits and f"{MARKER}{r.spec}" in bad and _code_of(r) in bad),
+                   next((r for r in rows if r.edits and f"{MARKER}{r.spec}" in bad), rows[0]))
         return Problem(row.spec, f"the patched file would not compile: {exc.msg} (patched line {exc.lineno}: "
                        f"{bad.strip()!r})", row.spec_loc, path, row.line)
     return None

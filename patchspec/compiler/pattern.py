@@ -19,9 +19,11 @@ from collections.abc import Iterator
 import libcst as cst
 import libcst.matchers as m
 
+from patchspec.errors import PatchspecError
 
-class PatternError(ValueError):
-    pass
+
+class PatternError(PatchspecError):
+    """A pattern that is not one line of Python in its form; the spec says where (``spec.py``)."""
 
 
 # Fields that carry only layout: whitespace, comments, punctuation.

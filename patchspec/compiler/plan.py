@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 
-from patchspec.compiler import lint, rewrite
-from patchspec.compiler.edits import LineEdit, NodeEdit, ResolveError, Status, marked_line
+from patchspec.compiler import gcpause, lint, rewrite
+from patchspec.compiler.edits import ConflictError, LineEdit, NodeEdit, ResolveError, Status, marked_line
 from patchspec.compiler.emit import render_fragment, splice
 from patchspec.compiler.source import SourceError, SourceFile, TargetAmbiguous, TargetNotLive
 from patchspec.compiler.transforms import KINDS
@@ -64,6 +64,7 @@ class Plan:
         return sorted({r.file for r in self.resolved if r.ok and r.edits})
 
 
+@gcpause.paused
 def resolve(specs: Iterable[Spec], read: Callable[[str], str | None],
             has_package: Callable[[str], bool], only: set[str] | None = None,
             sources: dict[str, SourceFile] | None = None) -> Plan:
@@ -146,15 +147,7 @@ def _did_you_mean(qualname: str, source: SourceFile) -> str:
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
-class ConflictError(ValueError):
-    """Edits that cannot coexist, or inserted code that would not run; ``locations`` are the spec's
-    transforms concerned, ``line`` the source line."""
-
-    def __init__(self, message: str, file: str, line: int | None, locations: list[Loc]) -> None:
-        super().__init__(message)
-        self.file, self.line, self.locations = file, line, locations
-
-
+@gcpause.paused
 def emit(plan: Plan, specs: Iterable[Spec]) -> dict[str, str]:
     """The patched text of every file the plan changes. The plan must have no errors.
 

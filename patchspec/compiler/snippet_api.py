@@ -11,13 +11,15 @@ from pathlib import Path
 
 import libcst as cst
 
+from patchspec.errors import PatchspecError
 
-class SnippetError(ValueError):
+
+class SnippetError(PatchspecError):
     """A snippet package that cannot be read: a syntax error, or a ``USES`` table that is not a literal."""
 
     def __init__(self, message: str, path: Path, line: int | None) -> None:
-        super().__init__(message)
-        self.path, self.line = path, line
+        super().__init__(message, file=str(path), line=line)
+        self.path = path
 
 
 def _parse(path: Path) -> ast.Module:

@@ -16,6 +16,7 @@ import libcst as cst
 
 from patchspec.compiler import scope
 from patchspec.compiler.scope import DefNode
+from patchspec.errors import PatchspecError
 
 # The line model of Python's tokenizer (and so of ast and libcst): only CR, LF and CRLF end a line. A form
 # feed or U+2028 is not a line break, though ``str.splitlines`` takes it for one.
@@ -28,7 +29,7 @@ def split_lines(text: str) -> list[str]:
     return _LINE.findall(text)
 
 
-class SourceError(ValueError):
+class SourceError(PatchspecError):
     """A source file that cannot be read as Python, or a definition that is not where it should be."""
 
 

@@ -7,12 +7,18 @@ site-packages directory, and in a source tree from the project's own metadata (`
 """
 from __future__ import annotations
 
+import base64
+import hashlib
+import posixpath
 import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
+
+from patchspec.install.root import Root
+from patchspec.install.state import PackageRecord, State, sha256
 
 
 @dataclass(frozen=True)
@@ -129,3 +135,90 @@ def _version_file(package: Path) -> tuple[str, str] | None:
         if match:
             return match.group(1), str(path)
     return None
+
+
+AS_WRITTEN, EDITED, REPLACED, REMOVED, MISSING = "as-written", "edited", "replaced", "removed", "missing"
+
+
+class PipRecords:
+    """What pip installed under the root, per top-level package, read once per verb: to tell a file an
+    upgrade or a reinstall replaced (its bytes are the ones the package's RECORD lists) from a hand edit."""
+
+    def __init__(self, root: Root) -> None:
+        self.root = root
+        self._found: dict[str, Installed] | None = None
+        self._dists: dict[str, DistInfo | None] = {}
+        self._hashes: dict[str, dict[str, str]] = {}
+
+    def dist(self, rel: str) -> DistInfo | None:
+        """The installed distribution that owns the top-level package of ``rel`` (a path or a package
+        name), from its ``*.dist-info``."""
+        package = rel.split("/", 1)[0]
+        if package not in self._dists:
+            if self._found is None:
+                self._found = scan(self.root.path)
+            item = self._found.get(package)
+            self._dists[package] = None if item is None or item.dist_info is None else DistInfo.read(item)
+        return self._dists[package]
+
+    def hash(self, rel: str) -> str | None:
+        dist = self.dist(rel)
+        if dist is None:
+            return None
+        package = rel.split("/", 1)[0]
+        if package not in self._hashes:
+            self._hashes[package] = dist.hashes()
+        return self._hashes[package].get(rel)
+
+    def packages(self, files) -> dict[str, PackageRecord]:
+        out = {}
+        for rel in files:
+            dist = self.dist(rel)
+            if dist is not None:
+                out[rel.split("/", 1)[0]] = PackageRecord(dist.version, dist.record_sha256)
+        return out
+
+    def file_status(self, state: State, rel: str) -> str:
+        data = self.root.read_bytes(rel)
+        want = state.files[rel].patched_sha256 if rel in state.files else state.snippets[rel].sha256
+        current = sha256(data)
+        if current == want:
+            return AS_WRITTEN
+        if rel in state.snippets:
+            return MISSING if data is None else EDITED
+        if data is None:
+            return REMOVED if self.dist(rel) is None else MISSING
+        return REPLACED if current == self.hash(rel) else EDITED
+
+    def where(self, rel: str) -> str:
+        dist = self.dist(rel)
+        return f"{rel.split('/', 1)[0]} {dist.version}" if dist else rel.split("/", 1)[0]
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """What pip recorded for a distribution: its version, and its RECORD (path -> sha256, in hex)."""
+
+    version: str | None
+    record: bytes | None
+
+    @classmethod
+    def read(cls, item: Installed) -> DistInfo:
+        try:
+            record = (item.dist_info / "RECORD").read_bytes()
+        except OSError:
+            record = None
+        return cls(item.version, record)
+
+    @property
+    def record_sha256(self) -> str | None:
+        return None if self.record is None else hashlib.sha256(self.record).hexdigest()
+
+    def hashes(self) -> dict[str, str]:
+        out = {}
+        for line in (self.record or b"").decode("utf-8", errors="replace").splitlines():
+            parts = line.rsplit(",", 2)
+            if len(parts) == 3 and parts[1].startswith("sha256="):
+                digest = base64.urlsafe_b64decode(parts[1][7:] + "=" * (-len(parts[1][7:]) % 4))
+                out[posixpath.normpath(parts[0])] = digest.hex()
+        return out

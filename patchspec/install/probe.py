@@ -291,16 +291,18 @@ def show_module_name(module, check, fresh, snippet_dir):
 
 
 def show_binding(module, check, fresh, snippet_dir):
-    """``set`` of a module- or class-level name: the live module (or class: the patched one) binds it, and
-    the module ran the file's text (no stale byte code, checked on import)."""
-    owner, _, name = check["function"].rpartition(".")
+    """``set`` of a module- or class-level name, ``add_statement``: the live module (or the class, the
+    patched one) binds each name, and the module ran the file's text (no stale byte code, checked on
+    import)."""
+    owner = check["owner"]
     holder, path = _reach(module, owner) if owner else (module, module.__name__)
     if owner and (not isinstance(holder, type) or holder.__module__ != module.__name__
                   or holder.__qualname__ != owner):
         return _not_live("the live %s is %r, not the class patched" % (path, holder))
-    if name not in vars(holder):
-        return _not_live("the live %s does not bind %s" % (path, name))
-    return _live("%s.%s bound by the module's patched text" % (path, name))
+    missing = [n for n in check["names"] if n not in vars(holder)]
+    if missing:
+        return _not_live("the live %s does not bind %s" % (path, ", ".join(missing)))
+    return _live("%s bound in the live %s by the module's patched text" % (", ".join(check["names"]), path))
 
 
 HOW = {"code_lines": show_code_lines, "binding": show_binding, "wrapped": show_wrapped, "class_member": show_class_member,

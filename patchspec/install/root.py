@@ -1,15 +1,12 @@
 """The root being patched (a site-packages directory or a source tree): safe paths and what it holds."""
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import posixpath
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from patchspec.install import installed
 from patchspec.compiler import encoding
 from patchspec.errors import PatchspecError
 
@@ -90,41 +87,6 @@ class Root:
     def has_package(self, package: str) -> bool:
         """A package directory, or a one-module distribution's ``package.py``."""
         return self.resolve(package).is_dir() or self.resolve(package + ".py").is_file()
-
-    def dist_info(self, package: str) -> "DistInfo | None":
-        """The installed distribution that owns top-level ``package``, from its ``*.dist-info``."""
-        item = installed.scan(self.path).get(package)
-        if item is None or item.dist_info is None:
-            return None
-        try:
-            record = (item.dist_info / "RECORD").read_bytes()
-        except OSError:
-            record = None
-        return DistInfo(item.version, record)
-
-    @property
-    def state_dir(self) -> Path:
-        return self.path / STATE_DIR
-
-@dataclass(frozen=True)
-class DistInfo:
-    """What pip recorded for a distribution: its version, and its RECORD (path -> sha256, in hex)."""
-
-    version: str | None
-    record: bytes | None
-
-    @property
-    def record_sha256(self) -> str | None:
-        return None if self.record is None else hashlib.sha256(self.record).hexdigest()
-
-    def hashes(self) -> dict[str, str]:
-        out = {}
-        for line in (self.record or b"").decode("utf-8", errors="replace").splitlines():
-            parts = line.rsplit(",", 2)
-            if len(parts) == 3 and parts[1].startswith("sha256="):
-                digest = base64.urlsafe_b64decode(parts[1][7:] + "=" * (-len(parts[1][7:]) % 4))
-                out[posixpath.normpath(parts[0])] = digest.hex()
-        return out
 
 
 def _prefixes(norm: str) -> list[str]:

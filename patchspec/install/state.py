@@ -165,7 +165,7 @@ class State:
         return record.specs
 
 
-def load(root: Root) -> State:
+def load_state(root: Root) -> State:
     """The record, as the root holds it (or, for read-only verbs with an interrupted run pending, as it
     was before that run: ``root`` then reads through the journal)."""
     where = str(root.path / STATE_FILE)

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from patchspec.install import installed, state as staterec
+from patchspec.install import installed
+
+from patchspec.install.state import load_state, sha256
 from patchspec.releases import cache
 from patchspec.errors import PatchspecError
 from patchspec.model import package_of
@@ -69,13 +71,14 @@ def hand_edit(root: Root, targets: list[str]) -> Change:
     """The files of one installed distribution that differ from what it installed."""
     named = [parse_target(t) for t in targets]
     found = installed.scan(root.path)
-    state = staterec.load(root)
+    records = installed.PipRecords(root)
+    state = load_state(root)
     wanted = {package_of(rel) for rel, _ in named}
     edited: dict[str, list[str]] = {}   # package -> files
     for package, item in sorted(found.items()):
         if wanted and package not in wanted:
             continue
-        dist = root.dist_info(package)
+        dist = records.dist(package)
         hashes = dist.hashes() if dist is not None else {}
         if not hashes:
             if package in wanted:
@@ -88,7 +91,7 @@ def hand_edit(root: Root, targets: list[str]) -> Change:
                 continue
             data = root.read_bytes(rel)
             if rel in state.files:
-                if staterec.sha256(data) == state.files[rel].patched_sha256:
+                if sha256(data) == state.files[rel].patched_sha256:
                     continue
                 raise PatchspecError(f"{rel} is patched by {', '.join(state.files[rel].specs)} and was edited "
                                      "since: record compares with the release's own bytes; unapply "
@@ -101,11 +104,11 @@ def hand_edit(root: Root, targets: list[str]) -> Change:
             if data is None:
                 raise PatchspecError(f"{rel} was deleted by the edit: a spec changes files, it deletes none; "
                                      "reinstall it; nothing was written", file=str(root.path / rel))
-            if staterec.sha256(data) != mine[rel]:
+            if sha256(data) != mine[rel]:
                 edited.setdefault(package, []).append(rel)
     if not edited:
         without = sorted(p for p, item in found.items() if (not wanted or p in wanted)
-                         and not (root.dist_info(p) and root.dist_info(p).hashes()))
+                         and not (records.dist(p) and records.dist(p).hashes()))
         hint = (f"; {', '.join(without)} has no RECORD hashes to tell an edit by: name the edited definitions "
                 "with --target FILE:QUALNAME") if without else ""
         raise PatchspecError(f"no installed file differs from what its release installed{hint}; nothing was "
@@ -123,8 +126,8 @@ def hand_edit(root: Root, targets: list[str]) -> Change:
         if data is None:
             raise PatchspecError(f"{rel} is not in {dist} {item.version}'s wheel or sdist: it was added after "
                                  "install; nothing was written", file=str(root.path / rel))
-        want = (root.dist_info(package).hashes() if root.dist_info(package) else {}).get(rel)
-        if want is not None and staterec.sha256(data) != want:
+        want = (records.dist(package).hashes() if records.dist(package) else {}).get(rel)
+        if want is not None and sha256(data) != want:
             raise PatchspecError(f"{rel}: the index's {dist} {item.version} is not what was installed (its bytes "
                                  "differ from RECORD's sha256); nothing was written", file=str(root.path / rel))
         edited = root.read_bytes(rel) or b""

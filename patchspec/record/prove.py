@@ -11,25 +11,25 @@ from __future__ import annotations
 import ast
 import copy
 
-from patchspec.compiler import plan as planner
+from patchspec.compiler.plan import RUNTIME_PACKAGE, emit, resolve
 from patchspec.errors import PatchspecError
 from patchspec.record.targets import _member_key, locate
 from patchspec.record.text import DEF_TYPES, Text, dump
 from patchspec.spec import load_spec
 
-RUNTIME = planner.RUNTIME_PACKAGE
+RUNTIME = RUNTIME_PACKAGE
 
 
 def compile_texts(spec_path: str, texts: dict[str, str]) -> dict[str, str]:
     """The spec's patched text of each file, compiled on ``texts`` (refused as the compiler refuses)."""
     spec = load_spec(spec_path)
     packages = {t.package for t in spec.targets}
-    plan = planner.resolve([spec], texts.get, lambda package: package in packages)
+    plan = resolve([spec], texts.get, lambda package: package in packages)
     if plan.errors:
         first = plan.errors[0]
         raise PatchspecError(f"the draft does not resolve on the text it was recorded from: {first.target}#"
                              f"{first.index} {first.kind}: {first.detail}; nothing was written", file=spec_path)
-    out = planner.emit(plan, [spec])
+    out = emit(plan, [spec])
     if plan.problems:
         raise PatchspecError(f"the draft's code is refused where it lands: {plan.problems[0].text}; nothing was "
                              "written", file=spec_path)

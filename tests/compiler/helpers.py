@@ -1,7 +1,7 @@
 """Build a spec in memory and run the compiler on one source text."""
 from __future__ import annotations
 
-from patchspec.compiler import plan as planner
+from patchspec.compiler import plan
 from patchspec.spec import build_spec
 
 FILE = "pkg/mod.py"
@@ -17,12 +17,12 @@ def target(function: str, *transforms: dict, file: str = FILE, id: str = "t") ->
     return {"id": id, "file": file, "function": function, "transforms": list(transforms)}
 
 
-def resolve(source: str, *specs, files: dict[str, str] | None = None) -> planner.Plan:
+def resolve(source: str, *specs, files: dict[str, str] | None = None) -> plan.Plan:
     files = files or {FILE: source}
-    return planner.resolve(specs, files.get, lambda pkg: True)
+    return plan.resolve(specs, files.get, lambda pkg: True)
 
 
 def patch(source: str, *specs) -> str:
-    plan = resolve(source, *specs)
-    assert not plan.errors, [r.detail for r in plan.errors]
-    return planner.emit(plan, specs)[FILE]
+    resolved = resolve(source, *specs)
+    assert not resolved.errors, [r.detail for r in resolved.errors]
+    return plan.emit(resolved, specs)[FILE]

@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from patchspec.compiler import plan as planner
+from patchspec.compiler.plan import emit
 from tests.compiler.helpers import make_spec, resolve, target
 
 SOURCE = textwrap.dedent("""
@@ -36,7 +36,7 @@ def test_names_bound_where_the_code_lands_are_accepted(transform):
     spec = make_spec([target("f", transform)])
     plan = resolve(SOURCE, spec)
     assert not plan.errors, [r.detail for r in plan.errors]
-    planner.emit(plan, [spec])
+    emit(plan, [spec])
     assert plan.problems == []
 
 
@@ -50,7 +50,7 @@ def test_a_local_assigned_only_after_the_anchor_is_refused():
 def test_a_one_line_body_reads_the_parameters_on_its_line():
     spec = make_spec([target("f", {"insert_before": {"anchor": "return g(x)", "code": "_s.note(x)"}})])
     plan = resolve("def f(x): return g(x)\n", spec)
-    planner.emit(plan, [spec])
+    emit(plan, [spec])
     assert plan.problems == []
 
 
@@ -98,7 +98,7 @@ def test_names_the_spec_itself_binds_earlier_are_accepted(source, transforms):
     spec = make_spec(targets)
     plan = resolve(source, spec)
     assert not plan.errors, [r.detail for r in plan.errors]
-    planner.emit(plan, [spec])
+    emit(plan, [spec])
     assert plan.problems == []
 
 

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from patchspec.compiler import plan as planner
+from patchspec.compiler.plan import emit
 from tests.compiler.helpers import make_spec, patch, resolve, target
 
 IMPORT = "from _patchspec_runtime import snips as _s  # patchspec: demo\n"
@@ -293,7 +293,7 @@ def test_add_import_of_an_import_the_file_has_adds_nothing():
     plan = resolve(source, spec)
     assert [(r.ok, r.edits, r.note) for r in plan.resolved] == [(True, [], "already imported at line 2"),
                                                               (True, [], "already imported at line 1")]
-    assert plan.files == [] and planner.emit(plan, [spec]) == {}
+    assert plan.files == [] and emit(plan, [spec]) == {}
 
 
 def test_a_method_added_to_a_class_without_blank_lines_between_methods_gets_none():

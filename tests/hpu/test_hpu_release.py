@@ -11,15 +11,19 @@ import pytest
 
 import call_order
 from conftest import FIXTURE, SPEC
-from patchspec.compiler import bindings, plan as planner
+from patchspec.compiler import bindings
+from patchspec.compiler.plan import emit
 from patchspec import ops
+from patchspec.prepare import binding_problems, compile_spec, prepare
 from patchspec.errors import Exit, PatchspecError
 from patchspec.install.root import Root
-from patchspec.runtime_snippets.pipeline_parallel import buckets, graphs, runner, sizes, startup, worker
+from patchspec.runtime_snippets.pipeline_parallel import buckets, graphs, handshake, runner, sizes, startup, worker
 
 RUNNER = "vllm_gaudi/v1/worker/hpu_model_runner.py"
 # What the hooks use, per package: vllm_gaudi is checked on the gaudi root, vLLM on the matching release.
-USES = [buckets.USES, graphs.USES, runner.USES, sizes.USES, startup.USES, worker.USES]
+USES = [buckets.USES, graphs.USES, handshake.USES, runner.USES, sizes.USES, startup.USES, worker.USES]
+
+
 def _uses(package: str) -> dict[str, list[str]]:
     """Every module's USES of ``package``'s files, one list per file (several modules use one file)."""
     merged: dict[str, list[str]] = {}
@@ -51,7 +55,7 @@ def gaudi_root(request, vllm_release):
 @functools.lru_cache(maxsize=8)
 def _compiled(root, release) -> dict[str, str]:
     """The spec's patched vllm_gaudi files for a root (a parse of 8,000-line files: done once per root)."""
-    texts = ops.compile_spec(ops.prepare(str(SPEC), release, str(root), only={"vllm_gaudi"}))
+    texts = compile_spec(prepare(str(SPEC), release, str(root), only={"vllm_gaudi"}))
     for rel, text in texts.items():
         compile(text, rel, "exec")
     return texts
@@ -91,10 +95,10 @@ HOOKED = {RUNNER: ["HPUModelRunner.sample_tokens", "HPUModelRunner._execute_mode
 
 
 def test_inserted_code_reads_names_bound_before_it(gaudi_root):
-    prepared = ops.prepare(str(SPEC), gaudi_root[1], str(gaudi_root[0]), only={"vllm_gaudi"})
-    planner.emit(prepared.plan, [prepared.spec])
+    prepared = prepare(str(SPEC), gaudi_root[1], str(gaudi_root[0]), only={"vllm_gaudi"})
+    emit(prepared.plan, [prepared.spec])
     assert set(prepared.plan.rendered) >= {(rel, f) for rel, functions in HOOKED.items() for f in functions}
-    assert ops.binding_problems(prepared) == []
+    assert binding_problems(prepared) == []
 
 
 @pytest.mark.parametrize("mutation", ["moved-helper", "renamed-parameter", "lost-attribute", "renamed-local"])
@@ -115,7 +119,15 @@ def test_drift_is_caught(mutation, gaudi_root, copy_root):
         return
     if mutation == "renamed-local":
         path.write_text(text.replace("pd_info", "prompt_decode_info"))
-        _assert_check_reports(root, release, "pd_info")
+        prepared = prepare(str(SPEC), release, str(root), only={"vllm_gaudi"})
+        found = [e.detail for e in prepared.plan.errors]
+        assert [f.rsplit(": ", 1)[1] for f in found] == ["pd_info"], found
+        assert "HPUModelRunner.sample_tokens:" in found[0]
+        result = ops.check(str(SPEC), release, str(root), only={"vllm_gaudi"})
+        assert result.code == Exit.BROKEN
+        with pytest.raises(PatchspecError, match="pd_info"):
+            ops.apply(str(SPEC), release, str(root), only={"vllm_gaudi"})
+        assert not (root / ".patchspec").exists()
         return
     if mutation == "renamed-parameter":
         text = text.replace("def _configure_lora(self, input, requests, req_ids, is_prompt)",

@@ -49,7 +49,7 @@ def _rank_main(root, rank, port, results):
         model = types.SimpleNamespace(make_empty_intermediate_tensors=factory(["hidden_states", "residual"], 64))
         runner = type("Runner", (), {"parallel_config": config.parallel_config, "device": "cpu", "dtype": torch.float32,
                                      "scheduler_config": types.SimpleNamespace(max_num_batched_tokens=SIZES["prefill"]),
-                                     "get_model": lambda self: model})()
+                                     "get_model": lambda self: model, "vllm_config": config})()
         stage = runner_hooks.stage(runner)
         # on CPU no HPU graph break before the all-gather of a split payload
         assert stage.transfer._mark_step is None

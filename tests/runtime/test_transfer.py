@@ -24,7 +24,10 @@ import torch.multiprocessing as mp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patchspec.runtime_snippets.pipeline_parallel import PipelineDesyncError, PipelinePeerError, StageTransfer, wire
+from patchspec.runtime_snippets.pipeline_parallel import (PipelineAbortError, PipelineDesyncError,
+                                                          PipelineHandshakeError, PipelinePeerError,
+                                                          StageTransfer, handshake, wire)
+from patchspec.runtime_snippets.pipeline_parallel.transfer import in_step
 
 SESSION_S = 40.0
 
@@ -100,12 +103,15 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 @pytest.fixture(scope="module")
 def tp1():
-    return _session([_roundtrip, _desync], tp=1, env={"VLLM_HPU_PP_STATS_EVERY": "2"})
+    # _desync last: its silent peer ends with the pipeline connection closed
+    return _session([_roundtrip, _skipped_forward, _aborted_step, _layers, _device_events, _handshakes,
+                     _desync], tp=1, env={"VLLM_HPU_PP_STATS_EVERY": "2"})
 
 
 @pytest.fixture(scope="module")
 def tp2():
-    return _session([_roundtrip, _killed, _gather_silent], tp=2, env={"VLLM_HPU_PP_STATS_EVERY": "2"})
+    return _session([_roundtrip, _in_place, _killed, _gather_silent], tp=2,
+                    env={"VLLM_HPU_PP_STATS_EVERY": "2"})
 
 
 # (num_tokens, {key: (trailing dims, dtype)}): decode-sized and >= 1 MiB, sizes odd on purpose.
@@ -369,7 +375,7 @@ def _headers(draw):
     for index, value in draw(st.lists(st.tuples(st.integers(0, wire.HEADER_WORDS - 1), _WORD), max_size=4)):
         words[index] = value
     if draw(st.booleans()):
-        words[7] = wire.checksum(words)
+        words[11] = wire.checksum(words)
     return words
 
 
@@ -377,8 +383,288 @@ def _headers(draw):
 @given(_headers())
 def test_header_decoder_raises_only_the_named_error(words):
     try:
-        seq, layout = wire.decode(words, max_message_bytes=1 << 30)
+        message = wire.decode(words, max_message_bytes=1 << 30)
     except PipelineDesyncError:
         return
-    assert seq >= 0 and layout.message_bytes <= 1 << 30
+    assert min(message.seq, message.step, message.forward) >= 0
+    if message.layout is None:  # an abort
+        assert isinstance(message.reason, str)
+        return
+    layout = message.layout
+    assert layout.message_bytes <= 1 << 30
     assert all(s.shape[0] == layout.num_tokens for s in layout.specs)
+
+
+# ----------------------------------------------------------------------------- one size rule (issue 22, 1)
+
+def _prefill_tensors(num_tokens: int, hidden: int) -> dict[str, torch.Tensor]:
+    """bf16 hidden_states and residual of a forward, as meta tensors: only shapes and dtypes are read."""
+    return {k: torch.empty(num_tokens, hidden, dtype=torch.bfloat16, device="meta")
+            for k in ("hidden_states", "residual")}
+
+
+@pytest.mark.parametrize("num_tokens, hidden", [(43_691, 6144), (65_536, 6144), (16_385, 16384)])
+def test_split_prefill_over_a_gib_is_accepted_by_the_receiver_at_tp8(num_tokens, hidden):
+    """The fix card's TP 8: 2 x tokens x hidden x 2 bytes over 1 GiB (above 43,690 tokens at hidden 6144,
+    16,384 at 16384). Each rank sends an eighth, which the sender accepts; the receiver compares the same
+    per-rank quantity with VLLM_HPU_PP_MAX_MESSAGE_BYTES (it used to compare the whole payload and stop
+    with "bad header payload size")."""
+    limit = 1 << 30
+    tensors = _prefill_tensors(num_tokens, hidden)
+    layout = wire.plan(tensors, num_tokens, split_parts=8, split_bytes=1 << 20, last_layer=41)
+    assert layout.parts == 8 and layout.payload_bytes > limit >= layout.message_bytes
+    assert wire.rank_message_bytes(tensors, num_tokens, 8, 1 << 20) == layout.message_bytes
+    words = np.zeros(wire.HEADER_WORDS, dtype=np.int64)
+    layout.write_header(words, seq=5, step=3, forward=1)
+    message = wire.decode(words.tolist(), max_message_bytes=limit)
+    assert (message.seq, message.step, message.forward, message.last_layer) == (5, 3, 1, 41)
+    assert message.layout == layout
+
+
+def test_a_rank_message_over_the_limit_is_refused_on_both_ends():
+    """Past 1 GiB per rank (TP 8, hidden 6144: above 349,525 tokens) both ends refuse, in one line naming
+    the variable to raise; the sender before anything is sent."""
+    limit, num_tokens = 1 << 30, 350_000
+    tensors = _prefill_tensors(num_tokens, 6144)
+    layout = wire.plan(tensors, num_tokens, split_parts=8, split_bytes=1 << 20)
+    assert layout.message_bytes > limit
+    words = np.zeros(wire.HEADER_WORDS, dtype=np.int64)
+    layout.write_header(words, seq=0)
+    with pytest.raises(PipelineDesyncError, match="per tensor-parallel rank exceeds "
+                                                  "VLLM_HPU_PP_MAX_MESSAGE_BYTES=1073741824: raise it"):
+        wire.decode(words.tolist(), max_message_bytes=limit)
+    assert wire.size_error(layout.message_bytes, limit).startswith(
+        f"pipeline transfer: a forward's message of {layout.message_bytes} bytes per tensor-parallel rank")
+
+
+# ----------------------------------------------------------------------------- step identity, abort (issue 22, 2)
+
+def _skipped_forward(stage, pp_group, tp_group):
+    """Stage 0's step 2 fails before it sends and no abort reaches stage 1 (say the abort itself was lost);
+    step 3 has the same padded token count, as consecutive chunks of one long prompt do."""
+    n, tensors = _case(0)
+    xfer = StageTransfer(pp_group, timeout_s=20)
+    if stage == 0:
+        xfer.begin_step()
+        xfer.send(tensors, n)  # step 1
+        xfer.begin_step()  # step 2: its forward raised before the send
+        xfer.begin_step()
+        xfer.send({k: v.flip(0) for k, v in tensors.items()}, n)  # step 3
+        return None
+    xfer.begin_step()
+    first = _same_bits(xfer.recv(n)["hidden_states"], tensors["hidden_states"])
+    xfer.begin_step()
+    try:
+        xfer.recv(n)
+        return first, "step 3's tensors taken as step 2's"
+    except PipelineDesyncError as e:
+        return first, str(e)
+
+
+def test_a_step_skipped_on_stage_0_is_a_named_error_not_shifted_tensors(tp1):
+    """The message and token counts match (seq 1, the same padded batch); the step named in the header
+    does not, so stage 1 stops instead of decoding step 3's hidden states as step 2's."""
+    first, error = tp1["_skipped_forward"][1]
+    assert first
+    assert error == "pipeline transfer: step from rank 0: expected 2, got 3"
+
+
+def _aborted_step(stage, pp_group, tp_group):
+    """Step 2 of stage 0 sends its first forward, then runs out of memory in the second (a long prefill);
+    the per-step call is made through ``in_step``, as the runner's and the worker's wrappers make it."""
+    n, tensors = _case(0)
+    xfer = StageTransfer(pp_group, timeout_s=20)
+    if stage == 0:
+        def forwards():
+            xfer.send(tensors, n)
+            raise torch.OutOfMemoryError("HPU out of memory while allocating 2.00 GiB")
+
+        in_step(xfer, True, True, lambda: xfer.send(tensors, n))
+        try:
+            in_step(xfer, True, True, forwards)
+        except torch.OutOfMemoryError:
+            pass  # vLLM's worker loop logs a non-output rank's exception and goes on with the next step
+        try:
+            in_step(xfer, True, True, lambda: xfer.send(tensors, n))
+            return "step 3 sent"
+        except PipelineAbortError as e:
+            return str(e)
+    in_step(xfer, True, False, lambda: xfer.recv(n))
+    received = []
+    start = time.monotonic()
+    try:
+        in_step(xfer, True, False, lambda: [received.append(xfer.recv(n)) for _ in range(2)])
+        error = "returned"
+    except PipelineAbortError as e:
+        error = str(e)
+    return error, len(received), time.monotonic() - start
+
+
+def test_an_exception_on_stage_0_aborts_stage_1_at_once(tp1):
+    """Stage 1 gets step 2's first forward, then the abort in place of the second: a named error at once
+    (the timeout is 20 s), with the reason; stage 0 refuses to send step 3 afterwards."""
+    error, received, elapsed = tp1["_aborted_step"][1]
+    assert error == ("pipeline transfer: the previous stage (rank 0) failed in step 2, forward 1, and "
+                     "aborted: OutOfMemoryError: HPU out of memory while allocating 2.00 GiB")
+    assert received == 1
+    assert elapsed < 10.0
+    assert tp1["_aborted_step"][0] == ("pipeline transfer stopped by an earlier error: pipeline transfer: "
+                                       "this stage aborted step 2: OutOfMemoryError: HPU out of memory "
+                                       "while allocating 2.00 GiB")
+
+
+# ----------------------------------------------------------------------------- stage boundary (issue 22, 3)
+
+def _layers(stage, pp_group, tp_group):
+    """Node 0 reads VLLM_PP_LAYER_PARTITION=4,2 (stage 0: layers 0-3), node 1 reads 3,3 (stage 1: 3-5)."""
+    n, tensors = _case(0)
+    if stage == 0:
+        StageTransfer(pp_group, timeout_s=20, layers=(0, 4)).send(tensors, n)
+        StageTransfer(pp_group, timeout_s=20, layers=(0, 3)).send(tensors, n)
+        return None
+    try:
+        StageTransfer(pp_group, timeout_s=20, layers=(3, 6)).recv(n)
+        wrong = "layer 3 run twice"
+    except PipelineDesyncError as e:
+        wrong = str(e)
+    right = StageTransfer(pp_group, timeout_s=20, layers=(3, 6)).recv(n)
+    return wrong, _same_bits(right["residual"], tensors["residual"])
+
+
+def test_stages_that_overlap_their_layers_stop_on_the_first_message(tp1):
+    wrong, right = tp1["_layers"][1]
+    assert wrong == "pipeline transfer: sender's last layer from rank 0: expected 2, got 3"
+    assert right
+
+
+def _handshakes(stage, pp_group, tp_group):
+    """Start-up handshakes, each on a fresh pipeline group, with one thing different on stage 1."""
+    from patchspec.runtime_snippets.pipeline_parallel import handshake as hs
+
+    cases = {
+        "same": ((0, 3, 6), (3, 6, 6)),
+        "partition": ((0, 4, 6), (3, 6, 6)),  # 4,2 on node 0, 3,3 on node 1
+        "model": ((0, 3, 6), (4, 8, 8)),
+        "build": ((0, 3, 6), (3, 6, 6)),
+        "version": ((0, 3, 6), (3, 6, 6)),
+    }
+    out = {}
+    for name, layers in cases.items():
+        group = dist.new_group([0, 1])
+        saved = hs.build_id, hs.VERSION
+        if stage == 1 and name == "build":
+            hs.build_id = lambda: 0x5EED  # another build of the fix
+        if stage == 1 and name == "version":
+            hs.VERSION = wire.VERSION - 1  # a node still on the previous wire format
+        try:
+            hs.handshake(group, 1, layers[stage], timeout_s=20)
+            out[name] = "ok"
+        except PipelineHandshakeError as e:
+            out[name] = str(e)
+        finally:
+            hs.build_id, hs.VERSION = saved
+    return out
+
+
+def test_handshake_refuses_different_partitions_builds_and_versions_on_both_stages(tp1):
+    got = tp1["_handshakes"]
+    build = handshake.build_id()
+    for stage, other in ((0, 1), (1, 0)):
+        out = got[stage]
+        head = f"pipeline start-up: stage {stage} and stage {other} (rank {other}) differ: "
+        assert out["same"] == "ok"
+        assert out["partition"] == head + ("stage 0 runs layers 0-3, stage 1 starts at layer 3; set the same "
+                                           "VLLM_PP_LAYER_PARTITION on every node")
+        assert out["model"].startswith(head + "num_layers ")
+        mine, theirs = (build, 0x5EED) if stage == 0 else (0x5EED, build)
+        assert out["build"] == head + (f"build {mine:x} here, {theirs:x} there; apply the same build of the "
+                                       "fix on every node")
+        assert out["version"].startswith(head + "wire version ")
+
+
+# ----------------------------------------------------------------------------- no device-wide sync (issue 22, 4)
+
+class _CountedEvent:
+    """What the runner passes as ``device_event`` (``torch.hpu.Event`` on a Gaudi), counting its calls;
+    on CPU the copies it marks are finished when made."""
+    log: list[tuple[str, int]] = []
+
+    def __init__(self):
+        self.index = sum(1 for call, _ in self.log if call == "new")
+        self.log.append(("new", self.index))
+
+    def record(self):
+        self.log.append(("record", self.index))
+
+    def synchronize(self):
+        self.log.append(("synchronize", self.index))
+
+
+def _device_events(stage, pp_group, tp_group):
+    """Six forwards with an event class given on both stages; each stage reports the event calls made
+    during each of its transfer calls."""
+    n, tensors = _case(0)
+    xfer = StageTransfer(pp_group, timeout_s=20, device_event=_CountedEvent)
+    per_call = []
+    _CountedEvent.log.clear()
+    for _ in range(6):
+        start = len(_CountedEvent.log)
+        if stage == 0:
+            xfer.send(tensors, n)
+        else:
+            xfer.recv(n)
+        per_call.append(_CountedEvent.log[start:])
+    return per_call
+
+
+def test_received_forwards_wait_for_no_device_sync_only_for_buffer_reuse(tp1):
+    """The receiver queues its copies to the device and records one event per message; it waits for an
+    event only when the host buffer the copies read is taken again, two messages later, and then for that
+    message's event. The sender waits for its own copies' event (they must be on the host before gloo
+    sends them), never for more. There is no device-wide synchronize left to call."""
+    received = tp1["_device_events"][1]
+    assert received[0] == [("new", 0), ("record", 0)]
+    assert received[1] == [("new", 1), ("record", 1)]
+    for k in range(2, 6):
+        assert received[k] == [("synchronize", k - 2), ("new", k), ("record", k)], k
+    sent = tp1["_device_events"][0]
+    for k, calls in enumerate(sent):
+        assert calls == [("new", k), ("record", k), ("synchronize", k)], k
+    assert "wait_device" not in StageTransfer.__init__.__code__.co_varnames
+
+
+# ----------------------------------------------------------------------------- receive in place (issue 22, 6)
+
+IN_PLACE = [
+    (2048, {"hidden_states": ((512,), torch.bfloat16), "residual": ((512,), torch.bfloat16)}),  # 2 MiB each
+    (1031, {"hidden_states": ((517,), torch.float32), "residual": ((517,), torch.bfloat16)}),  # odd sizes
+]
+
+
+def _in_place(stage, pp_group, tp_group):
+    """Split messages: the bytes copied into the received tensors after they arrived."""
+    xfer = StageTransfer(pp_group, tp_group, timeout_s=20)
+    out = []
+    for i, (n, keys) in enumerate(IN_PLACE):
+        tensors = {k: _tensor((n, *dims), dtype, seed=7 * i + j) for j, (k, (dims, dtype)) in enumerate(keys.items())}
+        if stage == 0:
+            xfer.send(tensors, n)
+            continue
+        before = xfer.stats.recv_copied_bytes
+        got = xfer.recv(n)
+        layout = wire.plan(tensors, n, 2, 1 << 20)
+        tails = sum(r.length for r in layout.rounds if not r.fills(2))
+        out.append((all(_same_bits(got[k], tensors[k]) for k in tensors), xfer.stats.recv_copied_bytes - before,
+                    tails, layout.parts))
+    return out
+
+
+def test_split_receive_gathers_into_the_returned_tensors(tp2):
+    """A split payload is all-gathered straight into the tensors recv returns: nothing is copied after it
+    arrives, but for a tensor whose last round does not divide by the tensor-parallel size (that tail goes
+    through a scratch buffer of at most TP x 1 MiB)."""
+    for rank in (2, 3):
+        (even_ok, even_copied, even_tails, parts), (odd_ok, odd_copied, odd_tails, _) = tp2["_in_place"][rank]
+        assert even_ok and odd_ok and parts == 2
+        assert even_copied == 0 and even_tails == 0
+        assert 0 < odd_copied == odd_tails < 2 * 2 * (1 << 20)

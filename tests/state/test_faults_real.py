@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from patchspec import ops
-from patchspec.install import state as staterec, txn
+from patchspec.install import txn
+from patchspec.install.state import locked
 from patchspec.errors import PatchspecError
 from patchspec.install.root import Root
 from patchspec.compiler.snippet_api import declared_uses
@@ -80,7 +81,7 @@ def _commit_in_child(root: Path, writes, env: dict[str, str]) -> int:
         try:
             os.environ.update(env)
             signal.signal(signal.SIGINT, signal.default_int_handler)
-            with staterec.locked(Root.open(root), 5):  # as the verb holds it
+            with locked(Root.open(root), 5):  # as the verb holds it
                 txn.commit(Root.open(root), writes)
         except KeyboardInterrupt:
             code = 130

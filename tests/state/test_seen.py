@@ -11,7 +11,9 @@ import subprocess
 import pytest
 
 from patchspec import ops
-from patchspec.install import state as staterec, txn
+from patchspec.prepare import pristine_reader
+from patchspec.install import txn
+from patchspec.install.state import LOCK_FILE, STATE_FILE, load_state, locked
 from patchspec.cli import main
 from patchspec.errors import PatchspecError
 from patchspec.install.root import Root
@@ -45,12 +47,12 @@ def test_seen_1_a_marked_file_without_record_is_never_stored_as_pristine(toy, ca
     before = tree(root)
     assert main(_apply(spec, root)) == 0
     patched = tree(root)
-    (root / staterec.STATE_FILE).unlink()
+    (root / STATE_FILE).unlink()
     capsys.readouterr()
     assert main(_apply(spec, root)) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pkg/a.py: carries a patchspec marker but no state record lists it" in err
-    assert tree(root) == {k: v for k, v in patched.items() if k not in (staterec.STATE_FILE, staterec.LOCK_FILE)}
+    assert tree(root) == {k: v for k, v in patched.items() if k not in (STATE_FILE, LOCK_FILE)}
     assert before != patched
 
 
@@ -104,7 +106,7 @@ def test_seen_5_path_aliases_are_one_file(toy, tmp_path):
     second.write_text(text)
     ops.apply(spec, "auto", str(root))
     ops.apply(str(second), "auto", str(root))
-    assert sorted(staterec.load(Root_).files) == ["pkg/a.py", "pkg/b.py"]
+    assert sorted(load_state(Root_).files) == ["pkg/a.py", "pkg/b.py"]
     ops.unapply("toy", str(root))
     ops.unapply("toy2", str(root))
     assert tree(root) == before
@@ -195,7 +197,7 @@ def test_seen_9_one_line_errors_and_no_hangs(toy, tmp_path, capsys, case):
         argv[1] = _spec_variant(spec, tmp_path, b"alias: _p", b"alias: None")
     elif case == "state-shape":
         ops.apply(spec, "auto", str(root))
-        (root / staterec.STATE_FILE).write_text('{"version": 1, "specs": {"toy": {}}, "files": {}, "snippets": {}}')
+        (root / STATE_FILE).write_text('{"version": 1, "specs": {"toy": {}}, "files": {}, "snippets": {}}')
         argv = ["unapply", "toy", "--root", str(root)]
     elif case == "target-is-a-directory":
         (root / "pkg/b.py").unlink()
@@ -205,7 +207,7 @@ def test_seen_9_one_line_errors_and_no_hangs(toy, tmp_path, capsys, case):
         os.mkfifo(root / "pkg/b.py")
     before = tree(root)
     if case == "nan-lock-timeout":
-        with staterec.locked(Root.open(root), 1):
+        with locked(Root.open(root), 1):
             with pytest.raises(PatchspecError, match="not a finite number"):
                 ops.apply(spec, "auto", str(root), lock_timeout=float("nan"))
         return
@@ -235,7 +237,7 @@ def test_seen_10_upgrade_under_a_patched_root(toy, capsys):
     assert main(_apply(spec, root)) == 0
     out = capsys.readouterr().out
     assert "dropped: pkg/a.py: replaced by pkg 2.0" in out and "patched: pkg/a.py" in out
-    assert staterec.load(Root.open(root)).specs["toy"].release == "r2"
+    assert load_state(Root.open(root)).specs["toy"].release == "r2"
     assert "x = 2" in (root / "pkg/a.py").read_text()
     ops.unapply("toy", str(root))
     assert tree(root) == {k: v for k, v in upgraded.items() if not k.startswith((".patchspec", "_patchspec_runtime"))}
@@ -257,7 +259,7 @@ def test_seen_10_drift_reads_the_installed_files_not_a_stale_copy(toy):
     ops.apply(spec, "auto", str(root))
     pip_install(root, "2.0")
     r = Root.open(root)
-    assert "x = 2" in ops.pristine_reader(r, staterec.load(r))("pkg/a.py")
+    assert "x = 2" in pristine_reader(r, load_state(r))("pkg/a.py")
 
 
 @pytest.fixture

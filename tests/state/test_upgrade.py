@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from patchspec import ops
-from patchspec.install import state as staterec
-from patchspec.releases import drift_report
+from patchspec.install.state import load_state
+from patchspec.cli.present import report_json
+from patchspec.releases import report
 from patchspec.cli import main
 from patchspec.install.root import Root
 from tests.state.toy import tree
@@ -60,7 +61,7 @@ def test_pip_install_upgrade_over_a_patched_venv(venv, capsys):
     assert main(["apply", REQUESTS_SPEC, "--root", str(site)]) == 0
     out = capsys.readouterr().out
     assert "dropped: requests/api.py: replaced by requests 2.32.3" in out and "patched: requests/api.py" in out
-    assert staterec.load(Root.open(site)).specs["requests-get"].release == "v2.32.3"
+    assert load_state(Root.open(site)).specs["requests-get"].release == "v2.32.3"
     assert _imports(python) == "2.32.3"
     ops.unapply("requests-get", str(site))
     assert tree(site) == upgraded
@@ -101,11 +102,11 @@ def test_vllm_0_26_to_0_30_over_a_patched_root(vllm_release, tmp_path, capsys):
     _pip_layout(root, vllm_release("0.30.0"), files)
     assert main(["check", DEMO, "--root", str(root)]) == 1  # the stale record is dropped: would apply on 0.30.0
     capsys.readouterr()
-    drifted = [drift_report.report_json(drift_report.drift(DEMO, str(r), "auto", use_cache=False)) for r in (root, fresh)]
+    drifted = [report_json(report.drift(DEMO, str(r), "auto", use_cache=False)) for r in (root, fresh)]
     assert drifted[0] == drifted[1]  # drift reads the installed 0.30.0 files, not the 0.26.0 pristine copies
     assert main(["apply", DEMO, "--root", str(root)]) == 0
     assert "dropped: vllm/sequence.py: replaced by vllm 0.30.0" in capsys.readouterr().out
-    assert staterec.load(Root.open(root)).specs["demo"].release == "v0.30.0"
+    assert load_state(Root.open(root)).specs["demo"].release == "v0.30.0"
     ops.unapply("demo", str(root))
     assert tree(root) == tree(fresh)
 
@@ -116,5 +117,5 @@ def test_a_file_changed_after_install_is_a_recorded_warning_not_a_refusal(toy, c
     assert main(["apply", spec, "--root", str(root)]) == 0
     warning = "warning: pkg/a.py differs from what pkg 1.0 installed (its RECORD sha256)"
     assert capsys.readouterr().out.startswith(warning)
-    assert staterec.load(Root.open(root)).specs["toy"].warnings[0].startswith(warning)
+    assert load_state(Root.open(root)).specs["toy"].warnings[0].startswith(warning)
     assert main(["status", "--root", str(root)]) == 0 and warning in capsys.readouterr().out

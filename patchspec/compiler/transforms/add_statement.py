@@ -38,4 +38,4 @@ def _binds(params: dict[str, str]) -> Binds:
 ADD_STATEMENT = Kind("add_statement", "`code` (one or more statements) right after the target definition or "
                      "assignment, at its level: a name a fix adds to a module or class", {"code": Key.REPLACEMENT},
                      add_statement, actions=(AFTER_TARGET,), any_definition=True, binds=_binds, rank=12,
-                     live=Live.MODULE_NAME)
+                     live=Live.BINDING)

@@ -53,9 +53,11 @@ def _refuse_existing(kind: str, ctx: TargetContext, cls: ast.ClassDef, name: str
     captured = scope.class_reads_before(cls, name)
     if captured is not None:
         node, what = captured
+        where = (f"`set` on the target {ctx.qualname}.{name}" if scope.level_bindings(cls.body, name)
+                 else f"the rewrite kind `set` where {name} is bound")
         raise ResolveError(Status.NOT_APPLICABLE, f"{cls.name}'s body reads {name} at line {node.lineno} "
                            f"({what}) before an added {name} would run: that line keeps the old value; "
-                           f"change {name} where it is bound with the rewrite kind `set`", [node.lineno])
+                           f"change the value in place with {where}", [node.lineno])
     bound = [(b.line, b.describe()) for b in scope.level_bindings(cls.body, name)]
     if cls in ctx.source.tree.body:
         bound += [(stmt.lineno, f"`{scope.statement_text(stmt)}`")

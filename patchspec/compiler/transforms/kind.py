@@ -78,7 +78,7 @@ class Live(enum.Enum):
     WRAPPED = "wrapped"            # the live object's __wrapped__ chain reaches the patched function
     CLASS_MEMBER = "class_member"  # the live class (reached by its name) has the member
     MODULE_NAME = "module_name"    # the live module binds the names
-    BINDING = "binding"            # a module- or class-level name the module's text binds (``set``)
+    BINDING = "binding"            # module- or class-level names the module's text binds (set, add_statement)
 
 
 @dataclass(frozen=True)

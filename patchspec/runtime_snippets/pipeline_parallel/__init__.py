@@ -7,13 +7,21 @@ pipeline size 1. Submodules import vLLM lazily: these hooks are imported while v
 own modules are being imported.
 """
 
-# --- stage-to-stage transfer (transfer.py) ---
-from .errors import PipelineDesyncError, PipelinePeerError
+# --- stage-to-stage transfer (transfer.py) and the start-up handshake ---
+from .errors import (
+    PipelineAbortError,
+    PipelineDesyncError,
+    PipelineHandshakeError,
+    PipelinePeerError,
+    PipelineTransferError,
+)
 from .transfer import SendHandle, StageTransfer
+from .handshake import handshake_at_start_up
 
 # --- vLLM's own pipeline path: the PP GroupCoordinator's tensor dicts ---
 # (coordinator.py)
 from .coordinator import (
+    counted_worker_step,
     expect_tokens,
     routed_destroy,
     routed_irecv_tensor_dict,
@@ -42,6 +50,8 @@ from .scheduler import admission_cap_reached, running_cap_reached
 from .buckets import bound_buckets_to_microbatch
 from .graphs import intermediate_tensors_iter, stage_output, take_intermediate_tensors
 from .runner import (
+    aborts_next_stage,
+    counted_step,
     non_last_stage_output,
     sent_to_next_stage,
     skip_on_non_last_stage,

@@ -16,6 +16,16 @@ one stage) the wrapped methods use :class:`StageTransfer` instead:
   runner first reads the tensors (``AsyncIntermediateTensors``), and the wait receives
   them. ``expect_tokens``, called by the runner with the step's padded token count
   before that, is what the sender's count must equal.
+- ``Worker.execute_model`` (wrapped with :func:`counted_worker_step`) is where every
+  stage learns the step: a step with scheduled tokens is counted there on entry, before
+  anything of it can fail, and it runs one forward per stage (index 0). An exception on
+  a non-last stage sends an abort in place of the step's tensors, so the next stage
+  stops at once with :class:`PipelineAbortError` (vLLM's executor hears only from the
+  last stage; the stage that failed would go on with the next step).
+- The stage's layers come from the worker's ``VllmConfig`` (``get_pp_indices``, as the
+  model classes split them); the sender's last layer travels in every header. The
+  handshake at start-up (``handshake.py``, on ``init_worker_distributed_environment``)
+  has already compared both stages' builds and layer ranges.
 - A stage that sends also watches its next stage's connection (``_Watch``): when that
   stage dies, this worker logs :class:`PipelinePeerError` and stops, so vLLM's executor,
   which hears only from the last stage, fails the engine at once (with ``wakeup.py``)
@@ -40,9 +50,11 @@ import torch.distributed as dist
 from . import envs
 from ._logging import get_logger
 from .errors import PipelinePeerError
-from .transfer import StageTransfer
+from .handshake import stage_layers
+from .transfer import StageTransfer, in_step
 
 __all__ = [
+    "counted_worker_step",
     "expect_tokens",
     "routed_destroy",
     "routed_irecv_tensor_dict",
@@ -101,22 +113,25 @@ def _stop_worker(error: PipelinePeerError) -> None:
 class _Link:
     """A PP coordinator's transfer to and from its neighbour stages."""
 
-    def __init__(self, group):
+    def __init__(self, group, vllm_config):
         from vllm.distributed.parallel_state import get_tp_group
 
         tp = get_tp_group()
         device = torch.device(group.device)
-        sync = None if device.type == "cpu" else getattr(torch, device.type).synchronize
+        event = None if device.type == "cpu" else getattr(torch, device.type).Event
+        layers = stage_layers(vllm_config, group.rank_in_group, group.world_size)
         self.transfer = StageTransfer(
             group,
             tp if tp.world_size > 1 else None,
             device=device,
-            wait_device=sync,
+            device_event=event,
+            layers=None if layers is None else layers[:2],
             timeout_s=envs.VLLM_PP_TRANSFER_TIMEOUT_S,
             stats_every=envs.VLLM_PP_TRANSFER_STATS_EVERY,
         )
         self.next_stage = (group.rank_in_group + 1) % group.world_size
         self.prev_stage = (group.rank_in_group - 1) % group.world_size
+        self.is_last = group.rank_in_group == group.world_size - 1
         self.watch: _Watch | None = None
 
     def watch_next(self, group) -> None:
@@ -125,14 +140,20 @@ class _Link:
 
 
 def _link(
-    group, peer: int | None, sending: bool, all_gather_tensors: dict | None
+    group,
+    peer: int | None,
+    sending: bool,
+    all_gather_tensors: dict | None,
+    vllm_config=None,
 ) -> _Link | None:
     """The group's link when this call is stage-to-stage traffic of the PP group, else
-    None."""
+    None. ``vllm_config``: the worker's, for the stage's layers (else vLLM's current
+    one)."""
     from vllm.distributed import parallel_state
 
     if (
-        group is not parallel_state._PP
+        group is None
+        or group is not parallel_state._PP
         or group.world_size == 1
         or not dist.is_initialized()
     ):
@@ -142,10 +163,36 @@ def _link(
         return None
     link = group.__dict__.get("_patchspec_link")
     if link is None:
-        link = group._patchspec_link = _Link(group)
+        if vllm_config is None:
+            from vllm.config import get_current_vllm_config_or_none
+
+            vllm_config = get_current_vllm_config_or_none()
+        link = group._patchspec_link = _Link(group, vllm_config)
     if peer is not None and peer != (link.next_stage if sending else link.prev_stage):
         return None
     return link
+
+
+def counted_worker_step(fn):
+    """For ``wrap`` on vLLM's ``Worker.execute_model``: at pipeline size > 1 a step
+    with scheduled tokens is counted on entry, on every stage; an exception on a
+    non-last stage aborts the next stage's step."""
+
+    @functools.wraps(fn)
+    def execute_model(self, scheduler_output, *args, **kwargs):
+        from vllm.distributed import parallel_state
+
+        link = _link(parallel_state._PP, None, True, None, self.vllm_config)
+        if link is None:
+            return fn(self, scheduler_output, *args, **kwargs)
+        return in_step(
+            link.transfer,
+            scheduler_output.total_num_scheduled_tokens > 0,
+            not link.is_last,
+            lambda: fn(self, scheduler_output, *args, **kwargs),
+        )
+
+    return execute_model
 
 
 def routed_isend_tensor_dict(fn):

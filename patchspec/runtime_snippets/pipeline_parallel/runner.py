@@ -31,12 +31,15 @@ from typing import Any
 import torch
 
 from ._logging import get_logger
+from .handshake import stage_layers
 from .sizes import refuse_oversized_forward
-from .transfer import StageTransfer
+from .transfer import StageTransfer, in_step
 
 __all__ = [
     "STAGES",
     "Stage",
+    "aborts_next_stage",
+    "counted_step",
     "non_last_stage_output",
     "sent_to_next_stage",
     "skip_on_non_last_stage",
@@ -66,6 +69,7 @@ USES = {
         "HPUModelRunner.kv_caches",
         "HPUModelRunner.device",
         "HPUModelRunner.dtype",
+        "HPUModelRunner.vllm_config",
         "shallow_tuple(prefill_data)",
         "htorch",
         "has_kv_transfer_group",
@@ -117,16 +121,60 @@ def _stage_from_vllm(runner: Any) -> Stage:
     from vllm.distributed.parallel_state import get_pp_group, get_tp_group
 
     pp, device = get_pp_group(), torch.device(runner.device)
-    # received tensors are copied to the device from a reused host buffer: wait before
-    # it is reused; HPU lazy mode breaks the graph before each collective, as
+    # copies between host buffers and the device are queued and marked by an event (no
+    # device-wide sync); HPU lazy mode breaks the graph before each collective, as
     # vllm-gaudi's communicator does
-    sync = None if device.type == "cpu" else getattr(torch, device.type).synchronize
+    event = None if device.type == "cpu" else getattr(torch, device.type).Event
     mark_step = _helpers(runner).htorch.core.mark_step if device.type == "hpu" else None
+    layers = stage_layers(runner.vllm_config, pp.rank_in_group, pp.world_size)
     transfer = StageTransfer(
-        pp, get_tp_group(), device=device, wait_device=sync, mark_step=mark_step
+        pp,
+        get_tp_group(),
+        device=device,
+        device_event=event,
+        mark_step=mark_step,
+        layers=None if layers is None else layers[:2],
     )
     logger.info("pipeline stage %d of %d", pp.rank_in_group, pp.world_size)
     return Stage(pp.is_first_rank, pp.is_last_rank, transfer)
+
+
+def counted_step(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """For ``wrap`` on ``HPUModelRunner.execute_model``: every stage counts a step that
+    runs forwards (tokens scheduled, not warm-up) here, before anything of it can fail,
+    so the step each message names agrees between the stages; an exception on a
+    non-last stage aborts the next stage's step."""
+
+    @functools.wraps(fn)
+    def execute_model(runner: Any, scheduler_output: Any, *args: Any, **kwargs: Any):
+        found = stage(runner)
+        if found is None:
+            return fn(runner, scheduler_output, *args, **kwargs)
+        warmup_mode = kwargs.get("warmup_mode", args[0] if args else False)
+        starts = bool(scheduler_output.total_num_scheduled_tokens) and not warmup_mode
+        return in_step(
+            found.transfer,
+            starts,
+            not found.is_last,
+            lambda: fn(runner, scheduler_output, *args, **kwargs),
+        )
+
+    return execute_model
+
+
+def aborts_next_stage(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """For ``wrap`` on ``HPUModelRunner.sample_tokens``, where the step's forwards run:
+    an exception on a non-last stage aborts the next stage's step (vLLM's worker loop
+    reports only the last stage's exceptions)."""
+
+    @functools.wraps(fn)
+    def sample_tokens(runner: Any, *args: Any, **kwargs: Any):
+        found = stage(runner)
+        if found is None or found.is_last:
+            return fn(runner, *args, **kwargs)
+        return in_step(found.transfer, False, True, lambda: fn(runner, *args, **kwargs))
+
+    return sample_tokens
 
 
 def stage_input(

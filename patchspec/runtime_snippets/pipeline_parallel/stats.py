@@ -17,6 +17,10 @@ class TransferStats:
     send_s: float = 0.0  # in isend and in waiting for sends
     recv_s: float = 0.0  # in recv, all-gathers included
     gather_s: float = 0.0  # waiting for all-gathers, after the last round arrived
+    # bytes copied into received tensors after they arrived: a whole payload's one copy
+    # out of the host buffer; of a split payload, which is all-gathered in place, only
+    # the uneven last round of a tensor
+    recv_copied_bytes: int = 0
 
     def count(self, nbytes: int, split: bool) -> None:
         self.messages += 1

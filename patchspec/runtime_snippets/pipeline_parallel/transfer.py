@@ -5,17 +5,22 @@ network).
 The HPU runner's calls::
 
     xfer = StageTransfer(get_pp_group(), get_tp_group(), device=device,
-                         wait_device=sync)
+                         device_event=torch.hpu.Event, layers=(start, end))
+    xfer.begin_step()  # every stage, at each scheduler step that runs forwards
     # not the last stage:
     handle = xfer.isend({"hidden_states": h, "residual": r}, num_tokens)
     handle.wait()  # or xfer.send(...)
     # not the first stage:
     tensors = xfer.recv(num_tokens)
+    # a step failed on this stage:
+    xfer.abort(error)
 
-``num_tokens`` is the padded batch of the forward; the receiver checks it against the
-sender's. Every mismatch raises :class:`PipelineDesyncError`, a dead or silent peer
-:class:`PipelinePeerError` within ``VLLM_HPU_PP_TIMEOUT_S``; after either, every later
-call raises too. Nothing is returned on error.
+``num_tokens`` is the padded batch of the forward; the receiver checks it, the step and
+the forward's index in it, and the sender's last layer against its own. Every mismatch
+raises :class:`PipelineDesyncError`, an abort of the previous stage
+:class:`PipelineAbortError`, a dead or silent peer :class:`PipelinePeerError` within
+``VLLM_HPU_PP_TIMEOUT_S``; after any of them, every later call raises too. Nothing is
+returned on error.
 
 Each pipeline rank talks to the same tensor-parallel rank of the neighbour stage over
 the pipeline group's gloo group (vLLM's pipeline groups are built that way). Payloads of
@@ -27,24 +32,30 @@ collective on the decode path (``bench/transfer.py`` compares the two); the pric
 TP-size times the bytes on the NIC, which per-flow limits do not charge.
 
 Host buffers are reused (allocating a large message's buffer costs about as much as
-sending it): the receive buffer reserves ``VLLM_HPU_PP_MAX_MESSAGE_BYTES`` of address
-space once, so any message fits without a size handshake, and only the touched pages
-become memory.
+sending it), two per direction: the receive buffer reserves
+``VLLM_HPU_PP_MAX_MESSAGE_BYTES`` of address space once, so any message fits without a
+size handshake, and only the touched pages become memory.
 ``recv`` returns one fresh, contiguous tensor per key on ``device``, laid out like the
 zeros a warm-up passes (an HPU graph keyed on its inputs' layout must not tell them
-apart) and never a view of a buffer a later ``recv`` reuses. ``wait_device`` (the
-caller's, e.g. a stream synchronize) runs before ``recv`` returns, since the host buffer
-is reused afterwards. ``mark_step`` (the graph break of HPU lazy mode) runs before every
-collective on the device, as vllm-gaudi's own communicator does before its collectives.
+apart) and never a view of a buffer a later ``recv`` reuses. A whole payload is copied
+into them from the host buffer once; a split payload is all-gathered straight into them.
+
+No call waits for the whole device. Off the CPU, copies between a host buffer and the
+device are queued without blocking and ``device_event`` (the caller's event class, e.g.
+``torch.hpu.Event``) marks their end: the sender waits for its copies' event before
+handing the buffer to gloo, the receiver waits for an event only when the buffer its
+copies read is taken again, two messages later. ``mark_step`` (the graph break of HPU
+lazy mode) runs before every collective on the device, as vllm-gaudi's own communicator
+does before its collectives.
 """
 
 from __future__ import annotations
 
-from collections import deque
 import functools
 import time
+from collections import deque
 from datetime import timedelta
-from typing import Callable
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 import torch
@@ -52,46 +63,95 @@ import torch.distributed as dist
 
 from . import envs
 from ._logging import get_logger
-from .errors import PipelineDesyncError, PipelinePeerError
+from .errors import (
+    PipelineAbortError,
+    PipelineDesyncError,
+    PipelinePeerError,
+    PipelineTransferError,
+)
 from .groups import GroupView, as_group
 from .stats import TransferStats
-from .wire import HEADER_BYTES, TAG, TRAILER_BYTES, Layout, decode, plan
+from .wire import (
+    HEADER_BYTES,
+    TAG,
+    TRAILER_BYTES,
+    Layout,
+    Message,
+    abort_header,
+    decode,
+    plan,
+    size_error,
+)
 
-__all__ = ["SendHandle", "StageTransfer"]
+__all__ = ["SendHandle", "StageTransfer", "in_step"]
 
 logger = get_logger(__name__)
 
 _DEPTH = 2  # messages in flight per direction
 
 
-def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
+def _copy(dst: torch.Tensor, src: torch.Tensor, queued: bool) -> None:
     """Copy bytes; host to host with numpy: torch's ``copy_`` wakes its intra-op thread
-    pool, which on a busy host can cost more than the whole transfer."""
+    pool, which on a busy host can cost more than the whole transfer. ``queued``: a
+    copy across devices is queued, and the caller waits for an event after it."""
     if src.is_cpu and dst.is_cpu:
         np.copyto(dst.numpy(), src.numpy())
     else:
-        dst.copy_(src)
+        dst.copy_(src, non_blocking=queued)
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous tensor's storage as flat bytes."""
+    return t.view(-1).view(torch.uint8)
 
 
 class _Ring:
     """Host byte buffers used in turn and grown as needed, so the one being read is not
-    the one being filled."""
+    the one being filled; each keeps the device event of the copies that use it, which
+    taking it again waits for."""
 
     def __init__(self):
         self._buffers: list[torch.Tensor | None] = [None] * _DEPTH
+        self._events: list[Any] = [None] * _DEPTH
         self._turn = 0
 
-    def take(self, nbytes: int) -> torch.Tensor:
+    def take(self, nbytes: int) -> tuple[int, torch.Tensor]:
         i, self._turn = self._turn, (self._turn + 1) % _DEPTH
+        event, self._events[i] = self._events[i], None
+        if event is not None:
+            event.synchronize()
         buf = self._buffers[i]
         if buf is None or buf.numel() < nbytes:
             buf = self._buffers[i] = torch.empty(nbytes, dtype=torch.uint8)
-        return buf[:nbytes]
+        return i, buf[:nbytes]
+
+    def fence(self, i: int, event: Any) -> None:
+        self._events[i] = event
+
+
+T = TypeVar("T")
+
+
+def in_step(
+    transfer: StageTransfer, starts: bool, sends: bool, call: Callable[[], T]
+) -> T:
+    """Run one of a stage's per-step calls: ``starts``, it opens a step that runs
+    forwards (counted before anything can fail); ``sends``, this stage feeds a next one,
+    which an exception is told of (:meth:`StageTransfer.abort`) before it propagates:
+    vLLM reports only the last stage's exceptions, and a stage that went on after a
+    failed step would feed the next stage the following step's tensors."""
+    if starts:
+        transfer.begin_step()
+    try:
+        return call()
+    except BaseException as e:
+        if sends:
+            transfer.abort(e)
+        raise
 
 
 def _stops_on_error(method):
-    """Refuse to run after a desync or a lost peer, and remember the first such
-    error."""
+    """Refuse to run after a transfer error, and remember the first one."""
 
     @functools.wraps(method)
     def guarded(self: StageTransfer, *args, **kwargs):
@@ -101,7 +161,7 @@ def _stops_on_error(method):
             )
         try:
             return method(self, *args, **kwargs)
-        except (PipelineDesyncError, PipelinePeerError) as e:
+        except PipelineTransferError as e:
             self._broken = e
             raise
 
@@ -129,11 +189,14 @@ class StageTransfer:
 
     ``pp_group`` and ``tp_group`` are vLLM ``GroupCoordinator`` objects or torch process
     groups (``tp_group=None``: no tensor parallelism). ``device``: where ``recv``
-    returns tensors; ``wait_device``: called before ``recv`` returns when that is not
-    the CPU; ``mark_step``: called before each tensor-parallel all-gather (the runner
-    passes it on HPU only). ``timeout_s``, ``split_bytes`` and ``stats_every`` override
-    ``VLLM_HPU_PP_TIMEOUT_S``, ``VLLM_HPU_PP_SPLIT_BYTES`` and
-    ``VLLM_HPU_PP_STATS_EVERY``.
+    returns tensors; ``device_event``: makes an event (``record()``,
+    ``synchronize()``) that marks the end of queued copies between host and device
+    (None: copies are waited for as they are made, as on the CPU); ``mark_step``:
+    called before each tensor-parallel all-gather (the runner passes it on HPU only);
+    ``layers``: this stage's decoder layers ``(start, end)``, checked against the
+    sender's last layer (None: not known, not checked). ``timeout_s``,
+    ``split_bytes`` and ``stats_every`` override ``VLLM_HPU_PP_TIMEOUT_S``,
+    ``VLLM_HPU_PP_SPLIT_BYTES`` and ``VLLM_HPU_PP_STATS_EVERY``.
     """
 
     def __init__(
@@ -142,8 +205,9 @@ class StageTransfer:
         tp_group=None,
         *,
         device: torch.device | str = "cpu",
-        wait_device: Callable[[], None] | None = None,
+        device_event: Callable[[], Any] | None = None,
         mark_step: Callable[[], None] | None = None,
+        layers: tuple[int, int] | None = None,
         timeout_s: float | None = None,
         split_bytes: int | None = None,
         stats_every: int | None = None,
@@ -153,8 +217,10 @@ class StageTransfer:
             as_group(tp_group) if tp_group is not None else None
         )
         self._device = torch.device(device)
-        self._wait_device = wait_device
+        self._device_event = device_event
         self._mark_step = mark_step
+        self._layers = layers
+        self._last_layer = -1 if layers is None else layers[1] - 1
         timeout = envs.VLLM_HPU_PP_TIMEOUT_S if timeout_s is None else timeout_s
         self._timeout = timedelta(seconds=timeout)
         self._split_bytes = (
@@ -166,15 +232,17 @@ class StageTransfer:
         self._max_bytes = envs.VLLM_HPU_PP_MAX_MESSAGE_BYTES
         self._send_seq = 0
         self._recv_seq = 0
+        self._step = 0
+        self._send_forward = 0
+        self._recv_forward = 0
         self._staging = _Ring()
         self._received = _Ring()
-        self._gathered = _Ring()
         self._pending: deque[SendHandle] = deque()
-        self._next_rank = self._pp.ranks[
-            self._pp.next_in_group
-        ]  # global ranks, for messages
+        # global ranks, for messages
+        self._next_rank = self._pp.ranks[self._pp.next_in_group]
         self._prev_rank = self._pp.ranks[self._pp.prev_in_group]
         self._broken: Exception | None = None
+        self._aborted = False
         self.stats = TransferStats()
 
     @property
@@ -185,6 +253,17 @@ class StageTransfer:
     def _tp_rank(self) -> int:
         return self._tp.rank_in_group if self._tp else 0
 
+    @property
+    def step(self) -> int:
+        return self._step
+
+    def begin_step(self) -> None:
+        """A scheduler step that runs forwards starts: every stage calls this at the
+        same point of every such step, so the step counts agree, whatever failed in
+        between."""
+        self._step += 1
+        self._send_forward = self._recv_forward = 0
+
     def send(self, tensors: dict[str, torch.Tensor], num_tokens: int) -> None:
         self.isend(tensors, num_tokens).wait()
 
@@ -193,49 +272,80 @@ class StageTransfer:
         """Queue ``tensors`` for the next stage; they are copied before this returns, so
         may be reused."""
         start_s = time.perf_counter()
-        layout, seq = (
-            plan(tensors, num_tokens, self._tp_size, self._split_bytes),
-            self._send_seq,
+        layout = plan(
+            tensors, num_tokens, self._tp_size, self._split_bytes, self._last_layer
         )
-        if (
-            layout.message_bytes > self._max_bytes
-        ):  # the receiver's gloo would abort on it, not raise
-            raise ValueError(
-                f"pipeline transfer: a {layout.message_bytes}-byte message exceeds "
-                f"VLLM_HPU_PP_MAX_MESSAGE_BYTES={self._max_bytes}"
-            )
+        if layout.message_bytes > self._max_bytes:
+            # the receiver refuses it too; a message larger than its buffer would make
+            # its gloo abort, not raise
+            raise ValueError(size_error(layout.message_bytes, self._max_bytes))
+        seq, step, forward = self._send_seq, self._step, self._send_forward
         if len(self._pending) == _DEPTH:
             self._pending.popleft().wait()
-        buf = self._staging.take(layout.message_bytes)
-        layout.write_header(buf[:HEADER_BYTES].view(torch.int64).numpy(), seq)
+        _, buf = self._staging.take(layout.message_bytes)
+        layout.write_header(
+            buf[:HEADER_BYTES].view(torch.int64).numpy(), seq, step, forward
+        )
+        sources = [_bytes(t.contiguous()) for t in tensors.values()]
         part = self._tp_rank if layout.parts > 1 else 0
-        works, begin, pos = [], 0, HEADER_BYTES
+        bounds, pos = [], HEADER_BYTES
         for i, rnd in enumerate(layout.rounds):
-            self._pack(
-                buf[pos : pos + rnd.slice_bytes],
-                tensors,
-                layout,
-                rnd.start + part * rnd.slice_bytes,
-            )
+            self._pack(buf[pos : pos + rnd.slice_bytes], sources, layout, rnd, part)
             pos += rnd.slice_bytes + TRAILER_BYTES
             buf[pos - TRAILER_BYTES : pos].view(torch.int64).numpy()[:] = (
                 layout.trailer(seq, i)
             )
+            bounds.append(pos)
+        if self._device_event is not None:
+            copied = self._device_event()
+            copied.record()
+            copied.synchronize()  # these copies only, not the whole device
+        works, begin = [], 0
+        for end in bounds:
             works.append(
                 dist.isend(
-                    buf[begin:pos],
+                    buf[begin:end],
                     group=self._pp.cpu_group,
                     group_dst=self._pp.next_in_group,
                     tag=TAG,
                 )
             )
-            begin = pos
+            begin = end
         handle = SendHandle(self, works)
         self._pending.append(handle)
         self._send_seq += 1
+        self._send_forward += 1
         self.stats.send_s += time.perf_counter() - start_s
         self._count(layout)
         return handle
+
+    def abort(self, error: BaseException | str) -> None:
+        """This stage's step failed: tell the next stage, instead of the step's tensors,
+        so that it stops now with :class:`PipelineAbortError`; later sends are refused.
+        Sent once; a failure to send it is logged, never raised over ``error``."""
+        if self._aborted:
+            return
+        self._aborted = True
+        reason = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        words = abort_header(
+            self._send_seq, self._step, self._send_forward, self._last_layer, reason
+        )
+        try:
+            self._wait(
+                dist.isend(
+                    torch.from_numpy(words).view(torch.uint8),
+                    group=self._pp.cpu_group,
+                    group_dst=self._pp.next_in_group,
+                    tag=TAG,
+                ),
+                f"abort to rank {self._next_rank}",
+            )
+        except (PipelineTransferError, RuntimeError) as e:
+            logger.warning("pipeline transfer: could not send the abort: %s", e)
+        if self._broken is None:
+            self._broken = PipelineAbortError(
+                f"pipeline transfer: this stage aborted step {self._step}: {reason}"
+            )
 
     @_stops_on_error
     def _finish_send(self, works: list[dist.Work]) -> None:
@@ -249,60 +359,62 @@ class StageTransfer:
         """The previous stage's tensors of the next forward, whose padded batch is
         ``num_tokens`` (None: whatever the sender says)."""
         start_s = time.perf_counter()
-        buf = self._received.take(self._max_bytes)
+        slot, buf = self._received.take(self._max_bytes)
         self._recv_into(buf)
-        seq, layout = decode(
-            buf[:HEADER_BYTES].view(torch.int64).tolist(), self._max_bytes
-        )
-        self._expect(seq, layout, num_tokens)
+        header = buf[:HEADER_BYTES].view(torch.int64)
+        message = decode(header.tolist(), self._max_bytes)
+        header[0] = 0  # so a later, truncated message cannot pass on these bytes
+        layout = self._expect(message, num_tokens)
+        outputs = [
+            torch.empty(s.shape, dtype=s.dtype, device=self._device)
+            for s in layout.specs
+        ]
+        q = self._device_event is not None
         if layout.parts == 1:
-            payload = self._round_body(buf, HEADER_BYTES, seq, layout, 0)
+            payload = self._round_body(buf, HEADER_BYTES, message.seq, layout, 0)
+            for spec, out in zip(layout.specs, outputs):
+                _copy(_bytes(out), payload[spec.offset : spec.offset + spec.nbytes], q)
+            self.stats.recv_copied_bytes += sum(s.nbytes for s in layout.specs)
         else:
-            payload = self._recv_split(buf, seq, layout)
-        tensors = {
-            spec.key: self._owned(
-                payload[spec.offset : spec.offset + spec.nbytes], spec.dtype, spec.shape
-            )
-            for spec in layout.specs
-        }
-        if self._wait_device is not None:
-            self._wait_device()
+            self._recv_split(buf, message.seq, layout, outputs)
+        if q:
+            copied = self._device_event()
+            copied.record()
+            self._received.fence(slot, copied)  # waited for two messages later
         self._recv_seq += 1
+        self._recv_forward += 1
         self.stats.recv_s += time.perf_counter() - start_s
         self._count(layout)
-        return tensors
+        return {spec.key: out for spec, out in zip(layout.specs, outputs)}
 
-    def _owned(
-        self, data: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...]
-    ) -> torch.Tensor:
-        """A new contiguous tensor on the device holding ``data``'s bytes: its own
-        storage, offset 0."""
-        out = torch.empty(shape, dtype=dtype, device=self._device)
-        _copy(out.view(-1).view(torch.uint8), data)
-        return out
-
-    def _recv_split(self, buf: torch.Tensor, seq: int, layout: Layout) -> torch.Tensor:
-        """Receive the rounds of a split payload, all-gathering each while the next is
-        on the wire."""
-        out = self._gather_buffer(layout)
-        gathers, pos = [], HEADER_BYTES
+    def _recv_split(
+        self, buf: torch.Tensor, seq: int, layout: Layout, outputs: list[torch.Tensor]
+    ) -> None:
+        """Receive the rounds of a split payload, all-gathering each into its tensor
+        while the next is on the wire."""
+        targets = [_bytes(out) for out in outputs]
+        gathers, tails, pos = [], [], HEADER_BYTES
         for i, rnd in enumerate(layout.rounds):
             if i:
                 self._recv_into(buf[pos:])
             body = self._round_body(buf, pos, seq, layout, i)
-            gathers.append(
-                self._gather(
-                    out[rnd.start : rnd.start + layout.parts * rnd.slice_bytes], body
-                )
-            )
+            into = targets[rnd.tensor][rnd.start : rnd.start + rnd.length]
+            if not rnd.fills(layout.parts):  # the tensor's last, uneven round
+                size = layout.parts * rnd.slice_bytes
+                scratch = torch.empty(size, dtype=torch.uint8, device=into.device)
+                tails.append((into, scratch[: rnd.length]))
+                into = scratch
+            gathers.append(self._gather(into, body))
             pos += rnd.slice_bytes + TRAILER_BYTES
         start_s = time.perf_counter()
         for work in gathers:
             self._wait(
                 work, f"all-gather over tensor-parallel ranks {list(self._tp.ranks)}"
             )
+        for into, scratch in tails:
+            _copy(into, scratch, self._device_event is not None)
+            self.stats.recv_copied_bytes += into.numel()
         self.stats.gather_s += time.perf_counter() - start_s
-        return out[: layout.payload_bytes]
 
     def _recv_into(self, buf: torch.Tensor) -> None:
         self._wait(
@@ -328,10 +440,23 @@ class StageTransfer:
             )
         return buf[pos:end]
 
-    def _expect(self, seq: int, layout: Layout, num_tokens: int | None) -> None:
+    def _expect(self, message: Message, num_tokens: int | None) -> Layout:
+        """The message's layout, if it is the one this stage expects next."""
+        if message.reason is not None:
+            raise PipelineAbortError(
+                f"pipeline transfer: the previous stage (rank {self._prev_rank}) "
+                f"failed in step {message.step}, forward {message.forward}, and "
+                f"aborted: {message.reason}"
+            )
+        layout = message.layout
+        assert layout is not None
+        last_layer = None if self._layers is None else self._layers[0] - 1
         for what, expected, got in (
-            ("sequence number", self._recv_seq, seq),
+            ("sequence number", self._recv_seq, message.seq),
+            ("step", self._step, message.step),
+            ("forward in step", self._recv_forward, message.forward),
             ("token count (padded batch)", num_tokens, layout.num_tokens),
+            ("sender's last layer", last_layer, message.last_layer),
         ):
             if expected is not None and expected != got:
                 raise PipelineDesyncError(
@@ -343,34 +468,27 @@ class StageTransfer:
                 f"pipeline transfer: message split in {layout.parts} parts, "
                 f"expected 1 or the tensor-parallel size {self._tp_size}"
             )
+        return layout
 
     def _pack(
         self,
         dst: torch.Tensor,
-        tensors: dict[str, torch.Tensor],
+        sources: list[torch.Tensor],
         layout: Layout,
-        start: int,
+        rnd: Any,
+        part: int,
     ) -> None:
-        """Copy the payload bytes from offset ``start`` on into ``dst`` (past the
-        payload: left as is)."""
-        stop = start + dst.numel()
-        for spec, t in zip(layout.specs, tensors.values()):
-            lo, hi = max(spec.offset, start), min(spec.offset + spec.nbytes, stop)
-            if lo < hi:
-                src = t.contiguous().view(-1).view(torch.uint8)
-                _copy(
-                    dst[lo - start : hi - start],
-                    src[lo - spec.offset : hi - spec.offset],
-                )
-
-    def _gather_buffer(self, layout: Layout) -> torch.Tensor:
-        """Where a split payload is all-gathered: reused on CPU, fresh (the caching
-        allocator's) on a device."""
-        if self._device.type == "cpu":
-            return self._gathered.take(layout.gathered_bytes)
-        return torch.empty(
-            layout.gathered_bytes, dtype=torch.uint8, device=self._device
-        )
+        """This rank's slice of round ``rnd`` into ``dst`` (past the data: left as
+        is)."""
+        queued = self._device_event is not None
+        if rnd.tensor < 0:  # the whole payload
+            for spec, src in zip(layout.specs, sources):
+                _copy(dst[spec.offset : spec.offset + spec.nbytes], src, queued)
+            return
+        lo = rnd.start + part * rnd.slice_bytes
+        hi = min(lo + rnd.slice_bytes, rnd.start + rnd.length)
+        if lo < hi:
+            _copy(dst[: hi - lo], sources[rnd.tensor][lo:hi], queued)
 
     def _gather(self, out: torch.Tensor, part: torch.Tensor) -> dist.Work:
         """Start the all-gather of one round over the tensor-parallel group (its device
@@ -378,7 +496,7 @@ class StageTransfer:
         group = self._tp.cpu_group
         if self._device.type != "cpu":
             part, group = (
-                part.to(self._device, non_blocking=True),
+                part.to(self._device, non_blocking=self._device_event is not None),
                 self._tp.device_group,
             )
         if self._mark_step is not None:

@@ -2,21 +2,31 @@
 """The stage-to-stage wire format: one message per forward and tensor-parallel part, no
 pickle.
 
-The payload is every tensor's bytes at a 64-byte aligned offset, in the sender's key
-order. A whole payload goes as one gloo message ``header | payload | trailer``. A
-payload split over ``parts`` tensor-parallel ranks goes in rounds of ``parts *
-SLICE_BYTES``: in each round every rank sends its slice, ``header | slice | trailer``
-first and ``slice | trailer`` after, so that the receiving stage all-gathers one round
-while the next is still on the wire.
+A whole payload (every tensor's bytes at a 64-byte aligned offset, in the sender's key
+order) goes as one gloo message ``header | payload | trailer``. A payload split over
+``parts`` tensor-parallel ranks goes tensor by tensor in rounds of at most ``parts *
+SLICE_BYTES`` of one tensor: in each round every rank sends its slice, ``header | slice
+| trailer`` first and ``slice | trailer`` after, so that the receiving stage all-gathers
+one round straight into the tensor it returns while the next round is on the wire.
 
-- header: 64 int64 words. ``magic, version, seq, num_tokens, payload_bytes, parts,
-  num_tensors, checksum``, then per tensor ``key id, dtype id, ndim, dims...``, then
-  zeros. ``checksum`` (FNV-1a of the words but seq and itself) makes a corrupted shape
-  an error rather than a wrong view; leaving seq out lets both ends cache the
-  :class:`Layout` of a batch shape (seq is checked on its own, and is in the trailer).
+- header: 64 int64 words. ``magic, version, seq, step, forward, kind, num_tokens,
+  payload_bytes, parts, num_tensors, last_layer, checksum``, then per tensor ``key id,
+  dtype id, ndim, dims...``, then zeros. ``seq`` counts messages, ``step`` and
+  ``forward`` name the forward (the scheduler step, counted alike on every stage, and
+  the forward's index in it), ``last_layer`` is the sender's last decoder layer.
+  ``checksum`` (FNV-1a of every word but seq, step, forward and itself) makes a
+  corrupted shape an error rather than a wrong view; leaving the per-message words out
+  lets both ends cache the :class:`Layout` of a batch shape.
+- an abort (``kind`` ABORT) is a header alone: ``num_tokens`` and ``num_tensors`` 0,
+  ``payload_bytes`` the length of the UTF-8 reason held in the words after the fixed
+  ones. A stage whose step failed sends it instead of that step's tensors.
 - trailer: ``magic, seq, checksum, round``. gloo accepts a message shorter than the
   posted buffer and does not say how long it was, so the trailer where the header says
   the slice ends proves it complete.
+
+Both ends compare the same quantity with ``VLLM_HPU_PP_MAX_MESSAGE_BYTES``: the bytes of
+one rank's message (:func:`rank_message_bytes`), never the whole payload, which a split
+message spreads over the tensor-parallel ranks.
 
 Keys and dtypes travel as indexes into fixed tables known to both stages, so a peer can
 make the decoder raise :class:`PipelineDesyncError` and nothing else.
@@ -33,20 +43,24 @@ import torch
 from .errors import PipelineDesyncError
 
 MAGIC = 0x50505F4750495045  # "PP_GPIPE"
-VERSION = 1
+VERSION = 2
 HEADER_WORDS = 64
 HEADER_BYTES = HEADER_WORDS * 8
 TRAILER_BYTES = 32
-SLICE_BYTES = 1 << 20  # per rank and round of a split payload
+SLICE_BYTES = 1 << 20  # per rank and round of a split payload (a multiple of ALIGN)
 # gloo message tag: other point-to-point traffic on the pipeline group never matches
 # ours
 TAG = 0x5050
 ALIGN = 64
 MAX_DIMS = 4
 MAX_PARTS = 64
-_SEQ = 2
-_CHECKSUM = 7
-_FIXED = 8
+DATA, ABORT = 0, 1
+_SEQ, _STEP, _FORWARD, _KIND = 2, 3, 4, 5
+_TOKENS, _PAYLOAD, _PARTS, _COUNT, _LAST_LAYER, _CHECKSUM = 6, 7, 8, 9, 10, 11
+_FIXED = 12
+_PER_MESSAGE = (_SEQ, _STEP, _FORWARD)  # out of the checksum and of cached layouts
+_NOT_SUMMED = (*_PER_MESSAGE, _CHECKSUM)
+MAX_REASON_BYTES = (HEADER_WORDS - _FIXED) * 8
 
 # What vLLM 0.30.0 models put in IntermediateTensors: hidden_states and residual (all
 # decoder models), per_layer_inputs (gemma4), aux_hidden_states_<i> (EAGLE-3 targets,
@@ -78,41 +92,63 @@ class TensorSpec:
     key: str
     dtype: torch.dtype
     shape: tuple[int, ...]
-    offset: int
+    offset: int  # in a whole payload
     nbytes: int
 
 
 @dataclass(frozen=True)
 class Round:
-    start: int  # payload offset of the round
-    slice_bytes: int  # what each part carries in it (the whole payload when not split)
+    """One message part of every rank: ``length`` bytes from byte ``start`` of tensor
+    ``tensor`` (-1: of the whole payload), ``slice_bytes`` of them per rank."""
+
+    tensor: int
+    start: int
+    length: int
+    slice_bytes: int
+
+    def fills(self, parts: int) -> bool:
+        """Whether the ranks' slices, gathered, are exactly the round's bytes."""
+        return self.length == parts * self.slice_bytes
 
 
 @dataclass(frozen=True)
 class Layout:
-    """A message but its sequence number: the same for every forward of one batch shape,
-    so cached."""
+    """A data message but its per-message words: the same for every forward of one
+    batch shape, so cached."""
 
     num_tokens: int
     parts: int
+    last_layer: int
     specs: tuple[TensorSpec, ...]
     payload_bytes: int
-    words: tuple[int, ...]  # the header, with seq 0
+    words: tuple[int, ...]  # the header, with seq, step and forward 0
     rounds: tuple[Round, ...]
-    message_bytes: (
-        int  # all one rank sends: the header and every round's slice and trailer
-    )
-    # the all-gathered size: the payload and the padding of the last round's slices
-    gathered_bytes: int
+    # all one rank sends: the header and every round's slice and trailer
+    message_bytes: int
     header: np.ndarray = field(compare=False, repr=False)  # ``words`` as int64
 
-    def write_header(self, out: np.ndarray, seq: int) -> None:
-        """The header of message ``seq`` into ``out`` (64 int64)."""
+    def write_header(
+        self, out: np.ndarray, seq: int, step: int = 0, forward: int = 0
+    ) -> None:
+        """The header of message ``seq``, forward ``forward`` of ``step``, into ``out``
+        (64 int64)."""
         out[:] = self.header
-        out[_SEQ] = seq
+        out[_SEQ], out[_STEP], out[_FORWARD] = seq, step, forward
 
     def trailer(self, seq: int, round_index: int) -> list[int]:
         return [MAGIC, seq, self.words[_CHECKSUM], round_index]
+
+
+@dataclass(frozen=True)
+class Message:
+    """A decoded header: a data message's ``layout``, or an abort's ``reason``."""
+
+    seq: int
+    step: int
+    forward: int
+    last_layer: int
+    layout: Layout | None
+    reason: str | None = None
 
 
 def _align(n: int) -> int:
@@ -122,13 +158,13 @@ def _align(n: int) -> int:
 def checksum(words) -> int:
     h = 0xCBF29CE484222325
     for i, w in enumerate(words):
-        if i != _SEQ and i != _CHECKSUM:
+        if i not in _NOT_SUMMED:
             h = ((h ^ (w & _M64)) * 0x100000001B3) & _M64
     return h >> 1  # fits a non-negative int64
 
 
 def _specs(entries) -> tuple[tuple[TensorSpec, ...], int]:
-    """Each tensor's place in the payload, and the payload size."""
+    """Each tensor's place in a whole payload, and the payload size."""
     specs, offset = [], 0
     for key, dtype, shape in entries:
         numel = 1
@@ -140,41 +176,90 @@ def _specs(entries) -> tuple[tuple[TensorSpec, ...], int]:
     return tuple(specs), offset
 
 
+def _split_bytes_per_rank(specs: tuple[TensorSpec, ...], parts: int) -> int:
+    """What one rank sends of a split message, counted without listing its rounds."""
+    step, total = parts * SLICE_BYTES, HEADER_BYTES
+    for s in specs:
+        full, rest = divmod(s.nbytes, step)
+        total += full * (SLICE_BYTES + TRAILER_BYTES)
+        if rest:
+            total += _align(-(-rest // parts)) + TRAILER_BYTES
+    return total
+
+
+def _rounds(specs: tuple[TensorSpec, ...], parts: int) -> tuple[Round, ...]:
+    step, rounds = parts * SLICE_BYTES, []
+    for i, s in enumerate(specs):
+        for start in range(0, s.nbytes, step):
+            length = min(step, s.nbytes - start)
+            rounds.append(Round(i, start, length, _align(-(-length // parts))))
+    return tuple(rounds)
+
+
 def _layout(
     specs: tuple[TensorSpec, ...],
     payload_bytes: int,
     num_tokens: int,
     parts: int,
+    last_layer: int,
+    max_message_bytes: int | None,
     words: tuple[int, ...] | None = None,
 ) -> Layout:
     """The layout of a payload in ``parts``; ``words``: the received header (else it is
-    made here)."""
+    made here). Larger than ``max_message_bytes`` per rank: an error, found before the
+    rounds are listed."""
     if words is None:
-        header = [MAGIC, VERSION, 0, num_tokens, payload_bytes, parts, len(specs), 0]
+        header = [MAGIC, VERSION, 0, 0, 0, DATA, num_tokens, payload_bytes, parts]
+        header += [len(specs), last_layer, 0]
         for s in specs:
             header += [_KEY_IDS[s.key], _DTYPE_IDS[s.dtype], len(s.shape), *s.shape]
         header += [0] * (HEADER_WORDS - len(header))
         header[_CHECKSUM] = checksum(header)
         words = tuple(header)
     if parts == 1:
-        rounds = (Round(0, payload_bytes),)
+        message_bytes = HEADER_BYTES + payload_bytes + TRAILER_BYTES
     else:
-        step = parts * SLICE_BYTES
-        rounds = tuple(
-            Round(start, _align(-(-min(step, payload_bytes - start) // parts)))
-            for start in range(0, max(payload_bytes, 1), step)
-        )
+        message_bytes = _split_bytes_per_rank(specs, parts)
+    if max_message_bytes is not None and message_bytes > max_message_bytes:
+        raise ValueError(size_error(message_bytes, max_message_bytes))
+    rounds = (
+        (Round(-1, 0, payload_bytes, payload_bytes),)
+        if parts == 1
+        else _rounds(specs, parts)
+    )
     return Layout(
         num_tokens,
         parts,
+        last_layer,
         specs,
         payload_bytes,
         words,
         rounds,
-        HEADER_BYTES + sum(r.slice_bytes + TRAILER_BYTES for r in rounds),
-        rounds[-1].start + parts * rounds[-1].slice_bytes,
+        message_bytes,
         np.array(words, dtype=np.int64),
     )
+
+
+def size_error(message_bytes: int, max_message_bytes: int) -> str:
+    """The one line for a message one rank may not send or receive."""
+    return (
+        f"pipeline transfer: a forward's message of {message_bytes} bytes per "
+        f"tensor-parallel rank exceeds VLLM_HPU_PP_MAX_MESSAGE_BYTES="
+        f"{max_message_bytes}: raise it on every node"
+    )
+
+
+def rank_message_bytes(
+    tensors: dict[str, torch.Tensor],
+    num_tokens: int,
+    split_parts: int,
+    split_bytes: int,
+) -> int:
+    """What one tensor-parallel rank sends to (and its peer receives from) the
+    neighbouring stage for a forward of ``tensors`` (meta tensors will do: only shapes
+    and dtypes are read): the quantity both ends compare with
+    ``VLLM_HPU_PP_MAX_MESSAGE_BYTES``."""
+    return plan(tensors, num_tokens, split_parts, split_bytes).message_bytes
 
 
 def plan(
@@ -182,22 +267,26 @@ def plan(
     num_tokens: int,
     split_parts: int,
     split_bytes: int,
+    last_layer: int = -1,
 ) -> Layout:
     """The layout of an outgoing message; raises ``ValueError`` for what cannot be sent.
 
     The payload goes in ``split_parts`` parts when it has at least ``split_bytes``
-    bytes, else whole.
+    bytes, else whole. ``last_layer``: the sender's last decoder layer (-1: unknown).
     """
     return _plan(
         tuple((k, t.dtype, tuple(t.shape)) for k, t in tensors.items()),
         num_tokens,
         split_parts,
         split_bytes,
+        last_layer,
     )
 
 
 @lru_cache(maxsize=256)
-def _plan(entries, num_tokens: int, split_parts: int, split_bytes: int) -> Layout:
+def _plan(
+    entries, num_tokens: int, split_parts: int, split_bytes: int, last_layer: int
+) -> Layout:
     for key, dtype, shape in entries:
         if key not in _KEY_IDS:
             raise ValueError(
@@ -218,26 +307,46 @@ def _plan(entries, num_tokens: int, split_parts: int, split_bytes: int) -> Layou
             f"pipeline transfer: {len(entries)} tensors do not fit a "
             f"{HEADER_WORDS}-word header"
         )
+    if not 1 <= split_parts <= MAX_PARTS:
+        raise ValueError(
+            f"pipeline transfer: {split_parts} tensor-parallel parts; at most "
+            f"{MAX_PARTS}"
+        )
     specs, payload_bytes = _specs(entries)
+    split = split_parts > 1 and payload_bytes >= max(split_bytes, 1)
     return _layout(
-        specs,
-        payload_bytes,
-        num_tokens,
-        split_parts if payload_bytes >= split_bytes else 1,
+        specs, payload_bytes, num_tokens, split_parts if split else 1, last_layer, None
     )
 
 
-def decode(words: list[int], max_message_bytes: int) -> tuple[int, Layout]:
-    """The sequence number and layout of a received header; anything malformed raises
+def abort_header(seq: int, step: int, forward: int, last_layer: int, reason: str):
+    """The 64 words of an abort: message ``seq`` says forward ``forward`` of ``step``
+    failed for ``reason`` (cut to what the header holds)."""
+    text = reason.encode("utf-8", "replace")[:MAX_REASON_BYTES]
+    words = np.zeros(HEADER_WORDS, dtype=np.int64)
+    words[:_FIXED] = [MAGIC, VERSION, 0, 0, 0, ABORT, 0, len(text), 0, 0, last_layer, 0]
+    words[_FIXED:].view(np.uint8)[: len(text)] = np.frombuffer(text, dtype=np.uint8)
+    words[_CHECKSUM] = checksum(words.tolist())
+    words[_SEQ], words[_STEP], words[_FORWARD] = seq, step, forward
+    return words
+
+
+def decode(words: list[int], max_message_bytes: int) -> Message:
+    """The message a received header announces; anything malformed raises
     :class:`PipelineDesyncError`."""
     if len(words) != HEADER_WORDS:
         _bad("length", HEADER_WORDS, len(words))
-    layout = _decode(
-        tuple(words[:_SEQ]) + (0,) + tuple(words[_SEQ + 1 :]), max_message_bytes
-    )
-    if words[_SEQ] < 0:
-        _bad("sequence number", ">= 0", words[_SEQ])
-    return words[_SEQ], layout
+    seq, step, forward = words[_SEQ], words[_STEP], words[_FORWARD]
+    cached = list(words)
+    for i in _PER_MESSAGE:
+        cached[i] = 0
+    layout = _decode(tuple(cached), max_message_bytes)
+    for what, value in (("sequence number", seq), ("step", step), ("forward", forward)):
+        if value < 0:
+            _bad(what, ">= 0", value)
+    if isinstance(layout, str):
+        return Message(seq, step, forward, words[_LAST_LAYER], None, layout)
+    return Message(seq, step, forward, layout.last_layer, layout)
 
 
 def _bad(what: str, expected, got):
@@ -247,14 +356,28 @@ def _bad(what: str, expected, got):
 
 
 @lru_cache(maxsize=256)
-def _decode(words: tuple[int, ...], max_message_bytes: int) -> Layout:
-    magic, version, _, num_tokens, payload_bytes, parts, count, check = words[:_FIXED]
+def _decode(words: tuple[int, ...], max_message_bytes: int) -> Layout | str:
+    """A data message's layout, or an abort's reason."""
+    magic, version = words[0], words[1]
+    kind, num_tokens, payload_bytes, parts, count = words[_KIND:_LAST_LAYER]
+    last_layer, check = words[_LAST_LAYER], words[_CHECKSUM]
     if magic != MAGIC:
         _bad("magic", hex(MAGIC), hex(magic & _M64))
     if version != VERSION:
         _bad("protocol version", VERSION, version)
     if check != checksum(words):
         _bad("checksum", hex(checksum(words)), hex(check & _M64))
+    if last_layer < -1:
+        _bad("last layer", ">= -1", last_layer)
+    if kind == ABORT:
+        if (num_tokens, parts, count) != (0, 0, 0) or not (
+            0 <= payload_bytes <= MAX_REASON_BYTES
+        ):
+            _bad("abort", f"a reason of <= {MAX_REASON_BYTES} bytes", words[:_FIXED])
+        text = np.array(words[_FIXED:], dtype=np.int64).view(np.uint8)[:payload_bytes]
+        return text.tobytes().decode("utf-8", "replace")
+    if kind != DATA:
+        _bad("kind", f"{DATA} (data) or {ABORT} (abort)", kind)
     if num_tokens < 1 or not 1 <= parts <= MAX_PARTS or not 1 <= count <= len(KEYS):
         _bad(
             "fields",
@@ -280,7 +403,7 @@ def _decode(words: tuple[int, ...], max_message_bytes: int) -> Layout:
         if (
             len(shape) != ndim
             or shape[0] != num_tokens
-            or any(not 0 <= d <= max_message_bytes for d in shape)
+            or any(not 0 <= d <= MAX_PARTS * max_message_bytes for d in shape)
         ):
             _bad(
                 f"shape of {KEYS[key_id]}",
@@ -296,17 +419,10 @@ def _decode(words: tuple[int, ...], max_message_bytes: int) -> Layout:
     specs, expected_bytes = _specs(entries)
     if payload_bytes != expected_bytes:
         _bad("payload size", expected_bytes, payload_bytes)
-    if payload_bytes > max_message_bytes:
-        _bad(
-            "payload size",
-            f"at most {max_message_bytes} bytes (VLLM_HPU_PP_MAX_MESSAGE_BYTES)",
-            payload_bytes,
+    try:
+        return _layout(
+            specs, payload_bytes, num_tokens, parts, last_layer, max_message_bytes,
+            words,
         )
-    layout = _layout(specs, payload_bytes, num_tokens, parts, words)
-    if layout.message_bytes > max_message_bytes:
-        _bad(
-            "message size",
-            f"at most {max_message_bytes} bytes (VLLM_HPU_PP_MAX_MESSAGE_BYTES)",
-            layout.message_bytes,
-        )
-    return layout
+    except ValueError as e:
+        raise PipelineDesyncError(str(e)) from None

@@ -1,0 +1,464 @@
+"""The verbs of the command line in one table: each one's name, help, arguments and the function that runs
+it. A run function imports what it needs when it runs, so that the command line starts fast; it returns an
+``Outcome`` that ``patchspec.cli.main`` prints (lines, or one JSON envelope with ``--json``).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from patchspec.errors import Exit, PatchspecError, severity_exit
+
+
+@dataclass
+class Outcome:
+    """What a verb did: its exit code, one JSON record per fact, and the lines a person reads."""
+
+    exit: int
+    results: list[dict] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument: ``argparse``'s flags and options; ``locate`` takes a shipped spec's name for its file."""
+
+    flags: tuple[str, ...]
+    options: dict = field(default_factory=dict)
+    locate: bool = False
+
+    @property
+    def dest(self) -> str:
+        if "dest" in self.options:
+            return self.options["dest"]
+        flag = next((f for f in self.flags if f.startswith("--")), self.flags[0])
+        return flag.lstrip("-").replace("-", "_")
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """Arguments of which exactly one is given."""
+
+    args: tuple[Arg, ...]
+
+
+@dataclass(frozen=True)
+class Verb:
+    """A verb: ``name`` is one word, or a group and its action (``profile new``); ``json`` adds ``--json``."""
+
+    name: str
+    help: str
+    run: Callable[[argparse.Namespace], Outcome]
+    args: tuple[Arg | OneOf, ...] = ()
+    json: bool = True
+    description: bool = True   # the help is also the verb's own --help description
+
+    def arguments(self):
+        for arg in self.args:
+            yield from arg.args if isinstance(arg, OneOf) else (arg,)
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds >= 0")
+    return value
+
+
+SPEC = Arg(("spec",), {"help": "a spec YAML file, or the name of a spec shipped with patchspec"}, locate=True)
+APPLIED_SPEC = Arg(("spec",), {"help": "a spec YAML file, or the name of a spec shipped with patchspec"})
+RELEASE = Arg(("--release",), {"default": "auto",
+                               "help": "a release profile in releases/ beside the spec, or auto (default): the "
+                                       "profile whose versions match the packages installed under the root"})
+ROOT = Arg(("--root",), {"required": True, "help": "site-packages or source tree to patch"})
+ONLY = Arg(("--only",), {"action": "append", "metavar": "PACKAGE",
+                         "help": "patch only the targets of this top-level package (repeatable)"})
+LOCK = Arg(("--lock-timeout",), {"type": _seconds, "default": 30.0, "metavar": "SECONDS",
+                                 "help": "how long to wait for another patchspec writing to the root (default 30)"})
+PYTHON = Arg(("--python",), {"help": "the interpreter that runs the root (default: the venv or prefix the root is "
+                                    "the site-packages of)"})
+TIMEOUT = Arg(("--timeout",), {"type": _seconds, "default": 300.0, "metavar": "SECONDS",
+                               "help": "how long the root's interpreter may take to import the patched modules "
+                                       "(default 300)"})
+NO_CACHE = Arg(("--no-cache",), {"action": "store_true", "help": "do not read or fill the drift cache"})
+SPEC_DIR = Arg(("--dir",), {"default": ".", "help": "where to write the spec and its files (default: here)"})
+NAME = Arg(("name",), {"help": "the spec's name: lower-case letters, digits and dashes"})
+
+
+def _only(args) -> set[str] | None:
+    return set(args.only) if args.only else None
+
+
+def _row(r) -> dict:
+    return {"type": "transform", "spec": r.spec, "target": r.target, "index": r.index, "kind": r.kind,
+            "file": r.file, "function": r.function, "status": r.status, "line": r.line, "detail": r.detail}
+
+
+def cmd_compile(args) -> Outcome:
+    from patchspec.cli.present import plan_line, report_json, report_lines
+    from patchspec.prepare import compile_spec, prepare
+    from patchspec.releases import report
+
+    prepared = prepare(args.spec, args.release, args.root, _only(args))
+    texts = compile_spec(prepared)
+    out = _notes([f"warning: {w}" for w in prepared.warnings])
+    out.results += [_row(r) for r in prepared.plan.resolved]
+    out.lines += [plan_line(r) for r in prepared.plan.resolved]
+    if args.output:
+        for rel, text in texts.items():
+            _write_output(Path(args.output), rel, text)
+            out.results.append({"type": "file", "path": rel, "action": "written", "under": args.output})
+        out.lines.append(f"wrote {len(texts)} file(s) under {args.output}")
+    drifted = report.drift(args.spec, args.root, prepared.release)
+    out.results += report_json(drifted)
+    out.lines += report_lines(drifted)
+    return out
+
+
+def _write_output(out: Path, rel: str, text: str) -> None:
+    try:
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        (out / rel).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise PatchspecError(f"cannot write the compiled file: {exc.strerror}", file=str(out / rel)) from None
+
+
+def _notes(notes: list[str]) -> Outcome:
+    """Recovery of an interrupted run, records dropped after an upgrade, warnings: before a verb's lines."""
+    kinds = {"recovered": "recovery", "dropped": "replaced", "warning": "warning"}
+    return Outcome(Exit.OK, [{"type": kinds.get(n.split(":", 1)[0], "note"), "detail": n} for n in notes],
+                   list(notes))
+
+
+def cmd_apply(args) -> Outcome:
+    from patchspec import ops
+
+    result = ops.apply(args.spec, args.release, args.root, _only(args), args.lock_timeout,
+                       verify=not args.no_verify, python=args.python, timeout=args.timeout)
+    out = _notes(result.notes)
+    for r in result.skipped:
+        out.results.append({**_row(r), "status": "skipped"})
+        out.lines.append(f"skipped: {r.target}#{r.index} {r.kind} ({r.detail})")
+    action = "patched" if result.changed else "unchanged"
+    for rel in result.files:
+        out.results.append({"type": "file", "path": rel, "action": action})
+        out.lines.append(f"{'patched' if result.changed else 'already applied, unchanged'}: {rel}")
+    if result.proof is not None:
+        shown = _proof(result.proof)
+        out.results += shown.results
+        out.lines += [line for line in shown.lines[:-1] if not line.startswith("live: ")]
+        out.lines.append(f"verified: {shown.lines[-1]}")
+    elif result.changed:
+        out.lines.append("unverified: " + ("--no-verify" if args.no_verify else "no interpreter is known to run "
+                                          "the root; `patchspec verify SPEC --root R --python P` proves it"))
+    return out
+
+
+def _proof(shown) -> Outcome:
+    """The proof's rows, its modules, and a last line counting them."""
+    from patchspec import proof
+
+    out = Outcome(Exit.BROKEN if shown.failed else Exit.OK)
+    out.results += [{"type": "module", **m} for m in shown.modules]
+    out.results += [_row(r) for r in shown.rows]
+    out.lines += [f"{m['status']}: {m['module']} ({m['detail']})" for m in shown.modules
+                  if m["status"] != "imported"]
+    out.lines += [f"{r.status}: {r.spec} {r.target}#{r.index} {r.kind} {r.function} in {r.file} ({r.detail})"
+                  for r in shown.rows]
+    count = {s: sum(r.status == s for r in shown.rows) for s in (proof.LIVE, proof.STATIC, proof.NOT_LIVE)}
+    out.lines.append(f"{count[proof.LIVE]} live, {count[proof.STATIC]} shown statically, "
+                     f"{count[proof.NOT_LIVE]} not live, in {shown.interpreter}")
+    return out
+
+
+def cmd_verify(args) -> Outcome:
+    from patchspec import ops
+
+    return _proof(ops.verify(args.spec, args.root, args.python, args.timeout))
+
+
+def cmd_unapply(args) -> Outcome:
+    from patchspec import ops
+
+    result = ops.unapply(args.spec, args.root, args.force, args.lock_timeout, args.python)
+    return _files(_notes(result.notes), result.actions)
+
+
+def _files(out: Outcome, actions: list[tuple[str, str]]) -> Outcome:
+    for rel, action in actions:
+        out.results.append({"type": "file", "path": rel, "action": action})
+        out.lines.append(f"{action}: {rel}")
+    return out
+
+
+def cmd_recover(args) -> Outcome:
+    from patchspec import ops
+
+    return _notes(ops.recover(args.root, args.lock_timeout))
+
+
+def cmd_forget(args) -> Outcome:
+    from patchspec import ops
+
+    return _files(Outcome(Exit.OK), ops.forget(args.spec, args.root, args.lock_timeout))
+
+
+def cmd_status(args) -> Outcome:
+    from patchspec import ops
+
+    result = ops.status(args.root)
+    return Outcome(result.code, result.results, result.lines)
+
+
+def cmd_check(args) -> Outcome:
+    from patchspec import ops
+    from patchspec.cli.present import check_line
+
+    result = ops.check(args.spec, args.release, args.root, _only(args))
+    return Outcome(result.code, [_row(r) for r in result.rows] + [dict(p) for p in result.problems],
+                   [check_line(r) for r in result.rows] + [p["detail"] for p in result.problems])
+
+
+def cmd_diff(args) -> Outcome:
+    from patchspec import ops
+    from patchspec.difftext import unified
+    from patchspec.prepare import prepare
+
+    prepared = prepare(args.spec, args.release, args.root, _only(args))
+    pieces = [(rel, unified(rel, old, new)) for rel, old, new in ops.diff_texts(prepared)
+              if old is not None or not args.patched_only]
+    text = "".join(piece for _, piece in pieces)
+    if not args.json:
+        color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
+        sys.stdout.write(_colorize(text) if color else text)
+    return Outcome(Exit.OK, [{"type": "diff", "path": rel, "diff": piece} for rel, piece in pieces if piece])
+
+
+def _colorize(text: str) -> str:
+    codes = {"+": "\033[32m", "-": "\033[31m", "@": "\033[36m"}
+    out = []
+    for line in text.splitlines(keepends=True):
+        code = codes.get(line[:1]) if not line.startswith(("+++", "---")) else "\033[1m"
+        out.append(f"{code}{line.rstrip(chr(10))}\033[0m\n" if code else line)
+    return "".join(out)
+
+
+def cmd_validate(args) -> Outcome:
+    from patchspec import snippets
+    from patchspec.spec import load_spec
+
+    spec = load_spec(args.spec)
+    snippets.validate(spec)
+    count = sum(len(t.transforms) for t in spec.targets)
+    where = ""
+    if args.root:
+        from patchspec import ops
+        from patchspec.prepare import compile_spec, prepare
+
+        prepared = prepare(args.spec, args.release, args.root)
+        compile_spec(prepared)   # refuses as compile, check and apply do
+        ops.check_snippet_imports(spec, args.root, args.python)
+        where = f"; holds on {args.root} (release {prepared.release})"
+    return Outcome(Exit.OK, [{"type": "spec", "spec": spec.name, "targets": len(spec.targets),
+                              "transforms": count}],
+                   [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms{where}"])
+
+
+def cmd_drift(args) -> Outcome:
+    from patchspec.cli.present import report_json, report_lines
+    from patchspec.releases import cache, report
+
+    if args.pypi:
+        result = report.pypi_drift(args.spec, cache.requirement(args.pypi), args.release, args.baseline,
+                                         not args.no_cache)
+    else:
+        result = report.drift(args.spec, args.root, args.release, args.baseline, not args.no_cache)
+    return Outcome(severity_exit(result.code), report_json(result), report_lines(result))
+
+
+def cmd_matrix(args) -> Outcome:
+    from patchspec.cli.present import matrix_json, matrix_markdown, matrix_text
+    from patchspec.releases import cache
+    from patchspec.releases.matrix import matrix
+
+    if args.since and not any("==" not in given for given in args.pypi):
+        raise PatchspecError("--since needs a --pypi NAME without a version")
+    requirements = []
+    for given in args.pypi:
+        if "==" in given or not args.since:
+            requirements.append(cache.requirement(given))
+        else:
+            requirements += [f"{given}=={v}" for v in cache.releases_of(given, args.since)]
+    roots = args.root + [str(cache.pypi_root(r)) for r in requirements]
+    if not roots:
+        raise PatchspecError("matrix needs at least one --root or --pypi")
+    m = matrix(args.spec, roots, args.release, not args.no_cache)
+    lines = matrix_markdown(m) if args.markdown else matrix_text(m)
+    return Outcome(severity_exit(m.code), matrix_json(m), lines)
+
+
+def cmd_profile(args) -> Outcome:
+    from patchspec.releases.new_profile import new_profile
+
+    accept = (lambda suggestion: True) if args.accept_suggested else _ask if sys.stdin.isatty() else None
+    draft = new_profile(args.release, args.root, args.spec, args.old, args.force, accept,
+                                     args.allow_broken)
+    results = [{"type": "needs-human", "detail": n} for n in draft.needs]
+    results += [{"type": "note", "detail": n} for n in draft.notes]
+    lines = [f"needs a human: {n}" for n in draft.needs] + draft.notes
+    if draft.text is None:
+        return Outcome(Exit.BROKEN, results, lines + [f"nothing written: {draft.path}"])
+    results.append({"type": "file", "path": str(draft.path), "action": "written"})
+    broken = f" (with {len(draft.needs)} transform(s) that do not hold)" if draft.needs else ""
+    return Outcome(Exit.BROKEN if draft.needs else Exit.OK, results, lines + [f"wrote {draft.path}{broken}"])
+
+
+def _ask(suggestion: str) -> bool:
+    print(suggestion)
+    return input("take this override into the draft? [y/N] ").strip().lower() in ("y", "yes")
+
+
+def cmd_init(args) -> Outcome:
+    from patchspec import init
+    from patchspec.releases.cache import pypi_root
+
+    root = args.root or str(pypi_root(args.pypi))
+    written = init.scaffold(args.name, root, args.target, args.dir)
+    spec = written[0]
+    return Outcome(Exit.OK, [{"type": "file", "path": str(p), "action": "written"} for p in written],
+                   [f"wrote {p}" for p in written] + [
+                       f"next: edit {written[1]}, then: patchspec apply {spec} --root SITE-PACKAGES"])
+
+
+def cmd_record(args) -> Outcome:
+    from patchspec import ops, record
+    from patchspec.releases.new_profile import new_profile
+
+    done = record.record(args.name, args.root, args.upstream, args.before, tuple(args.target), args.dir,
+                         apply_edit=lambda spec, root: ops.apply(spec, "auto", root).files,
+                         new_profile=lambda release, root, spec: new_profile(release, root, [spec]).path)
+    results = [{"type": "file", "path": str(p), "action": "written"} for p in done.written]
+    results += [{"type": "file", "path": rel, "action": "replaced by the spec applied"} for rel in done.applied]
+    lines = [f"wrote {p}" for p in done.written]
+    lines += [f"{t.file}:{t.qualname}: {len(t.steps)} transform{'s' if len(t.steps) != 1 else ''} "
+              f"({', '.join(s.kind for s in t.steps)})" for t in done.targets if t.steps]
+    spec = done.written[0]
+    if done.applied:
+        lines += [f"applied: {rel} is now the pristine release with {spec.stem} applied (unapply gives back "
+                  "the release; your edit's own bytes are kept in the .edit directory)" for rel in done.applied]
+    else:
+        lines.append(f"next: patchspec apply {spec} --root {args.root}")
+    return Outcome(Exit.OK, results, lines + done.notes)
+
+
+def cmd_demo(args) -> Outcome:
+    from patchspec import demo
+    from patchspec.cli import main
+
+    return Outcome(demo.run(args.pypi, args.spec or str(demo.DEFAULT_SPEC), main))
+
+
+VERBS = (
+    Verb("compile", "resolve every anchor, print the plan and the drift report; writes nothing to the root",
+         cmd_compile, (SPEC, RELEASE, ROOT, ONLY,
+                       Arg(("-o", "--output"), {"help": "write the patched files under this directory"}))),
+    Verb("apply", "patch the root in place, all files or none; then prove every transform live in the root's "
+                  "interpreter (undone when one is not)", cmd_apply,
+         (SPEC, RELEASE, ROOT, ONLY, LOCK, PYTHON, TIMEOUT,
+          Arg(("--no-verify",), {"action": "store_true", "help": "skip the run-time proof (status says unverified)"}))),
+    Verb("unapply", "restore every file the spec patched, byte for byte", cmd_unapply,
+         (APPLIED_SPEC, ROOT, LOCK,
+          Arg(("--python",), {"help": "the interpreter that runs the root, to recompile its byte code (default: "
+                                      "the root's venv or prefix)"}),
+          Arg(("--force",), {"action": "store_true", "help": "restore even files edited since apply"}))),
+    Verb("status", "per applied spec: its release, and whether each file is as written, edited by hand or replaced "
+                   "by another version of its package, with what to do; writes nothing", cmd_status, (ROOT,)),
+    Verb("recover", "roll back an apply or unapply that was interrupted (apply and unapply do it first)",
+         cmd_recover, (ROOT, LOCK)),
+    Verb("forget", "drop a spec's record without touching the files it patched (a root repaired by hand)",
+         cmd_forget, (APPLIED_SPEC, ROOT, LOCK)),
+    Verb("check", "one line per transform: 0 applied, 1 would apply cleanly, 4 does not hold", cmd_check,
+         (SPEC, RELEASE, ROOT, ONLY)),
+    Verb("diff", "the change as a unified diff that patch -p1 and git apply accept", cmd_diff,
+         (SPEC, RELEASE, ROOT, ONLY,
+          Arg(("--color",), {"choices": ("auto", "always", "never"), "default": "auto",
+                             "help": "colour the diff (auto: when printing to a terminal)"}),
+          Arg(("--patched-only",), {"action": "store_true", "help": "leave out the snippet files that apply "
+                                                                    "installs (the diff is then not complete)"}))),
+    Verb("verify", "prove every transform of an applied spec live: import each patched module in the root's "
+                   "interpreter and show the transform on the object its live name leads to; 0 all live, 4 one is "
+                   "not; writes nothing", cmd_verify, (APPLIED_SPEC, ROOT, PYTHON, TIMEOUT)),
+    Verb("validate", "check the spec against the schema and its snippet package; with --root, also that it holds "
+                     "there (the verdict compile, check and apply give)", cmd_validate,
+         (SPEC, RELEASE,
+          Arg(("--root",), {"help": "a root to check the spec on: every target, anchor and name its code reads"}),
+          Arg(("--python",), {"help": "with --root: the interpreter that runs it, which must find every module the "
+                                      "snippet package imports (default: the root's venv or prefix)"}))),
+    Verb("drift", "the drift class of every target and transform: 0 none, 1 still applies, 4 broken; writes nothing",
+         cmd_drift,
+         (SPEC, RELEASE,
+          OneOf((Arg(("--root",), {"help": "site-packages or source tree to check"}),
+                 Arg(("--pypi",), {"metavar": "NAME[==VERSION]", "help": "check that release from PyPI (cached); "
+                                                                        "a bare NAME: its newest release"}))),
+          Arg(("--baseline",), {"help": "a root of the profiled release, or pypi (its pinned wheels): report "
+                                        "changed statement ranges and where each anchor moved"}),
+          NO_CACHE)),
+    Verb("matrix", "drift class of every target and transform on several roots, one column each", cmd_matrix,
+         (SPEC, RELEASE,
+          Arg(("--root",), {"action": "append", "default": [], "help": "a root: one column (repeatable)"}),
+          Arg(("--pypi",), {"action": "append", "default": [], "metavar": "NAME[==VERSION]",
+                            "help": "a release from PyPI (cached): one column (repeatable); a bare NAME: its newest "
+                                    "release, or with --since every release since"}),
+          Arg(("--since",), {"metavar": "VERSION",
+                             "help": "with a bare --pypi NAME: one column per release from VERSION on"}),
+          Arg(("--markdown",), {"action": "store_true", "help": "print a Markdown table"}),
+          NO_CACHE)),
+    Verb("profile new", "draft releases/RELEASE.yaml beside the spec when every anchor resolves; else list what "
+                        "needs a human", cmd_profile,
+         (Arg(("release",), {"help": "the name of the new profile, e.g. v0.31.0"}),
+          Arg(("--root",), {"required": True, "help": "a root holding the new release"}),
+          Arg(("--spec",), {"action": "extend", "nargs": "+", "required": True,
+                            "help": "the specs the profile covers"}, locate=True),
+          Arg(("--from",), {"dest": "old", "help": "the profile whose overrides to carry over"}),
+          Arg(("--force",), {"action": "store_true", "help": "replace an existing profile"}),
+          Arg(("--allow-broken",), {"action": "store_true",
+                                    "help": "write the profile even where a transform does not hold (a release the "
+                                            "fix cannot take): each is named in a comment and keeps no "
+                                            "fingerprint, so check and apply refuse it by name; exits 4"}),
+          Arg(("--accept-suggested",), {"action": "store_true",
+                                        "help": "take every suggested override (a target renamed, every anchor "
+                                                "holding in one candidate) into the draft; on a terminal each is "
+                                                "asked otherwise"})),
+         description=False),
+    Verb("init", "start a spec: a spec that wraps the functions named, its snippet package with a test, and the "
+                 "first release profile, drafted from a root", cmd_init,
+         (NAME,
+          OneOf((Arg(("--root",), {"help": "site-packages or source tree holding the package to patch"}),
+                 Arg(("--pypi",), {"metavar": "NAME==VERSION",
+                                   "help": "draft from that release on PyPI (cached)"}))),
+          Arg(("--target",), {"action": "append", "required": True, "metavar": "FILE:FUNCTION",
+                              "help": "a function to patch, e.g. requests/sessions.py:Session.send (repeatable)"}),
+          SPEC_DIR)),
+    Verb("record", "draft a spec that says a change statement by statement: a hand edit of the installed files "
+                   "(replaced by the spec applied), or upstream's change between two releases", cmd_record,
+         (NAME,
+          Arg(("--root",), {"required": True, "help": "site-packages or source tree holding the package"}),
+          Arg(("--from",), {"dest": "upstream", "metavar": "DIST==AFTER",
+                            "help": "record what upstream changed in the --target definitions up to release AFTER"}),
+          Arg(("--before",), {"metavar": "VERSION",
+                              "help": "with --from: the release to compare with (default: the installed one)"}),
+          Arg(("--target",), {"action": "append", "default": [], "metavar": "FILE:QUALNAME",
+                              "help": "a function, method, class attribute or module-level name (repeatable; "
+                                      "needed with --from)"}),
+          SPEC_DIR)),
+    Verb("demo", "show a spec at work on a release fetched from PyPI, then undo it byte for byte", cmd_demo,
+         (Arg(("--pypi",), {"default": "vllm==0.30.0", "metavar": "NAME==VERSION",
+                            "help": "the wheel to fetch and patch a copy of (default vllm==0.30.0)"}),
+          Arg(("--spec",), {"default": None, "help": "default: the shipped pipeline-parallel spec"}, locate=True)),
+         json=False),
+)
+GROUPS = {"profile": "release profiles"}   # a verb group's help (``profile new``)

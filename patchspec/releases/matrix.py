@@ -1,0 +1,40 @@
+"""The matrix verb: the drift class of every target and transform on several roots, one column each."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from patchspec.compiler.drift import NOT_CHECKED, SEVERITY, USES
+from patchspec.releases.report import drift
+
+
+@dataclass
+class Matrix:
+    columns: list[tuple[str, str]]              # (root, release compared with)
+    rows: list[tuple[str, int, str]]            # (target, transform index, kind)
+    cells: dict[tuple[str, int], list[str]]     # one drift class per column
+
+    @property
+    def code(self) -> int:
+        return max((SEVERITY.get(c, 2) for cells in self.cells.values() for c in cells), default=0)
+
+
+def matrix(spec_path: str, roots: list[str], release: str = "auto", use_cache: bool = True) -> Matrix:
+    """One row per target and transform, one column per root, each cell the drift class there; then one
+    row per snippet binding that does not hold on some root (``bound`` where it does)."""
+    results = [drift(spec_path, root, release, use_cache=use_cache) for root in roots]
+    out = Matrix([(root, r.release) for root, r in zip(roots, results)], [], {})
+    for result in results:
+        for row in result.rows:
+            if row.kind == USES:  # said below, for every root
+                continue
+            key = (row.target, row.index)
+            if key not in out.cells:
+                out.rows.append((row.target, row.index, row.kind))
+                out.cells[key] = []
+            out.cells[key].append(row.drift)
+    failing = {b.target for r in results for b in r.bindings if b.severity}
+    for target in dict.fromkeys(b.target for r in results for b in r.bindings if b.target in failing):
+        out.rows.append((target, 0, USES))
+        out.cells[(target, 0)] = [next((b.drift for b in r.bindings if b.target == target), NOT_CHECKED)
+                                  for r in results]
+    return out
