@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from . import envs
-from .wire import plan
+from .wire import rank_message_bytes
 
 __all__ = ["refuse_oversized_forward"]
 
@@ -37,9 +37,9 @@ def refuse_oversized_forward(runner: Any, tp_size: int) -> None:
     tensors = runner.get_model().make_empty_intermediate_tensors(
         batch_size=tokens, dtype=runner.dtype, device=torch.device("meta")
     )
-    need = plan(
+    need = rank_message_bytes(
         dict(tensors.tensors), tokens, tp_size, envs.VLLM_HPU_PP_SPLIT_BYTES
-    ).message_bytes
+    )
     limit = envs.VLLM_HPU_PP_MAX_MESSAGE_BYTES
     if need > limit:
         raise ValueError(
