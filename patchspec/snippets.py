@@ -120,7 +120,7 @@ def imports(spec: Spec) -> list[tuple[str, str, int]]:
         rel = path.relative_to(base)
         package = [RUNTIME_PACKAGE, spec.snippet_package, *rel.parent.parts]
         try:
-            tree = ast.parse(path.read_bytes(), filename=str(path))
+            tree = snippet_api.parse_source(path.read_bytes(), str(path))
         except SyntaxError as exc:
             raise PatchspecError(f"snippet file is not valid Python: {exc.msg}", file=str(path),
                                  line=exc.lineno) from None
