@@ -170,6 +170,7 @@ def check_imports(spec: Spec, root: Root, find_missing) -> None:
     if missing:
         module, file, line = missing[0]
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        where = getattr(find_missing, "where", "its interpreter")
         raise PatchspecError(f"snippet package {spec.snippet_package} imports {module}, which is neither under "
-                             f"the root nor installed for its interpreter{more}: importing any patched module "
+                             f"the root nor installed for {where}{more}: importing any patched module "
                              "would fail; install it or drop the import; nothing was written", file=file, line=line)
