@@ -449,7 +449,8 @@ def _status(root_path: str) -> StatusReport:
         lines.append(pending)
         code = Exit.OK if writer_active(root) else Exit.PENDING  # under way: the committed state
     todo = {AS_WRITTEN: None,
-            EDITED: "`patchspec unapply {spec} --force` restores the original, `patchspec forget {spec}` keeps the file",
+            EDITED: "`patchspec unapply {spec} --force` restores the original, "
+                    "`patchspec forget {spec}` keeps the file",
             MISSING: "`patchspec unapply {spec} --force` restores the original",
             REPLACED: "`patchspec apply {spec}` re-applies on the installed release",
             REMOVED: "`patchspec forget {spec}` (or unapply) drops the record"}

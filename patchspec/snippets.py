@@ -23,7 +23,8 @@ def package_dir(spec: Spec) -> Path:
     """The spec's snippet package: under ``snippets.path`` (relative to the spec), else under
     ``runtime_snippets/`` beside the spec or beside its parent directory (a repository's specs/ folder)."""
     here = Path(spec.path).resolve().parent
-    bases = [here / spec.snippet_dir] if spec.snippet_dir else [here / "runtime_snippets", here.parent / "runtime_snippets"]
+    bases = ([here / spec.snippet_dir] if spec.snippet_dir
+             else [here / "runtime_snippets", here.parent / "runtime_snippets"])
     for base in bases:
         if (base / spec.snippet_package / "__init__.py").is_file():
             return base / spec.snippet_package
