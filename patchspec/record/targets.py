@@ -93,7 +93,8 @@ class FileDraft:
         elif isinstance(old, ast.ClassDef) and isinstance(new, ast.ClassDef):
             self.klass(qualname, old, new)
         elif assigned_name(old) and assigned_name(new) and type(old) is type(new) \
-                and dump(getattr(old, "annotation", None) or ast.Pass()) == dump(getattr(new, "annotation", None) or ast.Pass()):
+                and dump(getattr(old, "annotation", None) or ast.Pass()) \
+                == dump(getattr(new, "annotation", None) or ast.Pass()):
             target = self.target(qualname)
             value = self.new.code(new.value)
             if value.count("\n") >= INLINE_LINES:   # a table: its value moves into the snippet module
@@ -256,7 +257,8 @@ def _snippet_imports(text: Text, names: list[str]) -> dict[str, str]:
             for alias in stmt.names:
                 bound = alias.asname or alias.name
                 if bound in names:
-                    out[bound] = f"from {stmt.module} import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
+                    named = f" as {alias.asname}" if alias.asname else ""
+                    out[bound] = f"from {stmt.module} import {alias.name}{named}"
     return out
 
 
