@@ -32,10 +32,13 @@ def _sha(text: str | None) -> str | None:
 
 def cached_file_drift(spec: Spec, path: str, text: str | None, baseline: str | None, present: bool,
                       fingerprints: dict[str, str]) -> list[DriftRow]:
-    """``compiler.drift.file_drift`` remembered under the cache directory, keyed by what it depends on."""
+    """``compiler.drift.file_drift`` remembered under the cache directory, keyed by what it depends on: the
+    rows name where each transform is in the spec file, so a copied or edited spec is a different key."""
     targets = [t for t in spec.targets if t.file == path]
     key = {"spec": [spec.name, spec.alias], "path": path, "present": present,
-           "targets": [[t.id, t.function, [[x.kind, x.params] for x in t.transforms]] for t in targets],
+           "targets": [[t.id, t.function, [[x.kind, x.params, str(x.loc), sorted((k, str(v)) for k, v in
+                                                                               x.param_locs.items())]
+                                           for x in t.transforms]] for t in targets],
            "fingerprints": {t.id: fingerprints.get(t.id) for t in targets},
            "text": _sha(text), "baseline": _sha(baseline)}
     rows = _cached(key, lambda: [r.to_dict() for r in

@@ -115,7 +115,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     if not pins:
         raise PatchspecError(f"no installed version found under the root for {', '.join(sorted(packages))}",
                              file=str(root.path))
-    data = {"release": release, "packages": pins, "specs": specs_out}
+    data = {"format": profiles.FORMAT, "release": release, "packages": pins, "specs": specs_out}
     schema = os.path.relpath(Path(__file__).parent.parent / "schema" / "profile.schema.json", path.parent)
     text = (f"# yaml-language-server: $schema={schema}\n"
             f"# Draft by patchspec profile new {release}" + (f" --from {old}" if old else "")
