@@ -4,12 +4,13 @@ from __future__ import annotations
 import time
 
 from patchspec import spec
-from patchspec.compiler import pattern
+from patchspec.compiler import pattern, snippet_api
 from patchspec.releases import profiles
 
-# The per-process caches of texts a verb reads (spec, profiles, patterns): a second verb in one process
-# would find them filled, as no command a user types does.
-CACHES = (pattern.parse, pattern.compile_pattern, spec.load_spec_bytes, profiles.load_profile_text)
+# The per-process caches of texts a verb reads (spec, profiles, patterns, snippet files): a second verb
+# in one process would find them filled, as no command a user types does.
+CACHES = (pattern.parse, pattern.compile_pattern, spec.load_spec_bytes, profiles.load_profile_text,
+          snippet_api.parse_source)
 
 
 def cold(verb) -> tuple[float, float]:

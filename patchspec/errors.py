@@ -4,16 +4,17 @@
 | --- | --- |
 | 0 | success; check: applied; drift: no drift |
 | 1 | check: not applied, would apply cleanly; drift/matrix: drift that still applies |
-| 2 | user error: bad input, a refusal; nothing was written |
+| 2 | user error: bad input, a refusal (apply: a transform found not live, the change undone); nothing written |
 | 3 | internal error (a bug): one line, ``--debug`` shows the traceback |
-| 4 | check/drift/matrix: the spec does not hold on this root (an anchor or binding needs a human) |
+| 4 | check/drift/matrix: the spec does not hold here (an anchor or binding needs a human); verify: not live |
 | 64 | command-line usage error (unknown verb or option, missing argument) |
 | 130 | interrupted (Ctrl-C, SIGTERM); a writing verb rolled back first |
-| 141 | stdout was closed by its reader (``patchspec status | head -0``): ended quietly, as ``git`` does (128 + SIGPIPE) |
+| 141 | stdout was closed by its reader (``patchspec status | head -0``): ended quietly, as ``git`` does |
 """
 from __future__ import annotations
 
 import enum
+import sys
 from dataclasses import dataclass
 
 
@@ -46,6 +47,20 @@ class Location:
 
     def to_json(self) -> dict:
         return {"file": self.file, "line": self.line, "col": self.col}
+
+
+_WARNED: set[str] = set()
+
+
+def warn(message: str) -> None:
+    """One line on stderr, ``patchspec: file:line:col: warning: ...``, once per command (``forget_warnings``)."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(f"patchspec: {message}", file=sys.stderr)
+
+
+def forget_warnings() -> None:
+    _WARNED.clear()
 
 
 class PatchspecError(Exception):

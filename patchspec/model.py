@@ -71,6 +71,7 @@ class Spec:
     snippet_dir: str | None = None
     order: int = 0              # stacking: specs editing one place apply by (order, name)
     snippets_loc: Loc | None = field(default=None, compare=False)   # the ``snippets:`` key in the spec
+    deprecations: tuple[str, ...] = field(default=(), compare=False)  # keys of an older format, read all the same
 
     @property
     def rank(self) -> tuple[int, str]:

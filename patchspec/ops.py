@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchspec import proof, snippets
-from patchspec.compiler import encoding
+from patchspec.compiler import encoding, gcpause
 from patchspec.compiler.edits import ConflictError, Status
 from patchspec.compiler.plan import Resolved, emit, resolve
 from patchspec.errors import Exit, PatchspecError
@@ -79,6 +79,7 @@ def _drop_stale(root: Root, state: State, records: PipRecords, names: list[str],
     return notes
 
 
+@gcpause.paused
 def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = None,
           lock_timeout: float = 30.0, verify: bool = True, python: str | None = None,
           timeout: float = interpreter.TIMEOUT) -> ApplyResult:
@@ -203,7 +204,10 @@ def verify(spec_name_or_path: str, root_path: str, python: str | None = None,
            timeout: float = interpreter.TIMEOUT) -> proof.Proof:
     """Writes nothing: prove every transform of an applied spec live in the root's interpreter."""
     root = Root.open(root_path)
-    if txn.pending_note(root):
+    if txn.journal_left(root):
+        if writer_active(root):
+            raise PatchspecError("another patchspec is applying or unapplying on this root (it holds the lock): "
+                                 "the files are not as committed; verify when it is done", file=str(root.path))
         raise PatchspecError("an interrupted run left a journal: the files are not as committed; "
                              f"`patchspec recover --root {root.path}` first", file=str(root.path))
     state = load_state(root)
@@ -363,6 +367,7 @@ def consistent(root_path: str | Root, compute):
     return result
 
 
+@gcpause.paused
 def check(spec_path: str, release: str, root_path: str, only: set[str] | None = None) -> CheckResult:
     """Writes nothing. With an interrupted run pending, or another process's run under way, answers for
     the root as it was before it; a record that an upgrade made stale is answered as ``apply`` will see
@@ -443,7 +448,8 @@ def _status(root_path: str) -> StatusReport:
         lines.append(pending)
         code = Exit.OK if writer_active(root) else Exit.PENDING  # under way: the committed state
     todo = {AS_WRITTEN: None,
-            EDITED: "`patchspec unapply {spec} --force` restores the original, `patchspec forget {spec}` keeps the file",
+            EDITED: "`patchspec unapply {spec} --force` restores the original, "
+                    "`patchspec forget {spec}` keeps the file",
             MISSING: "`patchspec unapply {spec} --force` restores the original",
             REPLACED: "`patchspec apply {spec}` re-applies on the installed release",
             REMOVED: "`patchspec forget {spec}` (or unapply) drops the record"}

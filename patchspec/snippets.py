@@ -23,7 +23,8 @@ def package_dir(spec: Spec) -> Path:
     """The spec's snippet package: under ``snippets.path`` (relative to the spec), else under
     ``runtime_snippets/`` beside the spec or beside its parent directory (a repository's specs/ folder)."""
     here = Path(spec.path).resolve().parent
-    bases = [here / spec.snippet_dir] if spec.snippet_dir else [here / "runtime_snippets", here.parent / "runtime_snippets"]
+    bases = ([here / spec.snippet_dir] if spec.snippet_dir
+             else [here / "runtime_snippets", here.parent / "runtime_snippets"])
     for base in bases:
         if (base / spec.snippet_package / "__init__.py").is_file():
             return base / spec.snippet_package
@@ -120,7 +121,7 @@ def imports(spec: Spec) -> list[tuple[str, str, int]]:
         rel = path.relative_to(base)
         package = [RUNTIME_PACKAGE, spec.snippet_package, *rel.parent.parts]
         try:
-            tree = ast.parse(path.read_bytes(), filename=str(path))
+            tree = snippet_api.parse_source(path.read_bytes(), str(path))
         except SyntaxError as exc:
             raise PatchspecError(f"snippet file is not valid Python: {exc.msg}", file=str(path),
                                  line=exc.lineno) from None
@@ -170,6 +171,7 @@ def check_imports(spec: Spec, root: Root, find_missing) -> None:
     if missing:
         module, file, line = missing[0]
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        where = getattr(find_missing, "where", "its interpreter")
         raise PatchspecError(f"snippet package {spec.snippet_package} imports {module}, which is neither under "
-                             f"the root nor installed for its interpreter{more}: importing any patched module "
+                             f"the root nor installed for {where}{more}: importing any patched module "
                              "would fail; install it or drop the import; nothing was written", file=file, line=line)

@@ -4,6 +4,7 @@ Every error names the spec file, the line and column of the offending node, and 
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -17,7 +18,7 @@ from patchspec.compiler import pattern
 from patchspec.compiler.transforms import KINDS, transform_schema
 from patchspec.compiler.transforms.kind import Key
 from patchspec import yamlloc
-from patchspec.errors import PatchspecError
+from patchspec.errors import PatchspecError, warn
 from patchspec.model import Loc, ObsoleteWhen, Spec, Target, Transform
 
 
@@ -72,13 +73,17 @@ def locate(name_or_path: str) -> str:
 
 
 def load_spec(path: str | Path) -> Spec:
+    """The spec file at ``path``; what it holds of an older format is said once, as a warning."""
     path = Path(path)
     file = str(path)
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise PatchspecError(f"cannot read spec: {exc.strerror}", file=file) from None
-    return load_spec_bytes(raw, file)
+    spec = load_spec_bytes(raw, file)
+    for message in spec.deprecations:
+        warn(message)
+    return spec
 
 
 def spec_text(raw: bytes, where: str) -> str:
@@ -100,12 +105,23 @@ def load_spec_bytes(raw: bytes, file: str) -> Spec:
     data = yamlloc.load(spec_text(raw, file), file)
     if not isinstance(data, dict):
         raise PatchspecError("a spec is a YAML mapping", file=file, line=1, col=1)
-    if "releases" in data:
-        line, col = yamlloc.locate(data, ["releases"])
-        raise PatchspecError("releases: is gone: a spec supports the release profiles beside it (releases/*.yaml) "
-                             "that have a section for it; delete this key", file=file, line=line, col=col)
+    deprecations = []
+    for key, change in DEPRECATED_KEYS.items():
+        if key in data:
+            line, col = yamlloc.locate(data, [key])
+            deprecations.append(f"{file}:{line}:{col}: warning: {key}: {change}")
+            del data[key]
     schema_errors(data, file)
-    return build_spec(data, file, hashlib.sha256(raw).hexdigest())
+    spec = build_spec(data, file, hashlib.sha256(raw).hexdigest())
+    return dataclasses.replace(spec, deprecations=tuple(deprecations)) if deprecations else spec
+
+
+# Keys that an earlier spec of the same format (``spec: 1``) had, read with a one-line warning naming the
+# change (docs/formats.md): a spec written then keeps working.
+DEPRECATED_KEYS = {
+    "releases": "is deprecated and ignored: a spec supports the release profiles beside it (releases/*.yaml) that "
+                "have a section for it, since patchspec 0.1's profiles; delete this key",
+}
 
 
 def build_spec(data, file: str, sha256: str) -> Spec:

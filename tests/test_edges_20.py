@@ -105,3 +105,21 @@ def test_seen_12_a_symlinked_install_is_refused_saying_to_copy(toy_pair, tmp_pat
     assert main(["check", spec, "--root", str(root)]) == 2
     err = capsys.readouterr().err
     assert "pkg/a.py is a symbolic link out of the root" in err and "--link-mode=copy" in err, err
+
+
+def test_seen_12_a_read_only_verb_reads_again_when_a_run_commits_while_it_reads(toy_pair):
+    """A writer that commits between a reader's first and last read (here: during the first ``compute``)
+    must not leave the reader answering from a mix of the two states."""
+    from patchspec import ops
+
+    root, spec = toy_pair
+    seen = []
+
+    def compute():
+        seen.append(ops.status(str(root)).lines)
+        if len(seen) == 1:
+            ops.apply(spec, "auto", str(root))   # the other process's run, committed mid-read
+        return seen[-1]
+
+    assert ops.consistent(str(root), compute) == seen[1]
+    assert seen[0] == ["nothing applied"] and seen[1][0].startswith("toy: applied for r1")

@@ -55,11 +55,14 @@ def test_init_refuses_a_misspelt_function_with_a_suggestion(requests_root, tmp_p
     assert not (tmp_path / "fix").exists()
 
 
-def test_a_spec_with_a_releases_list_is_told_where(tmp_path, capsys):
-    spec = tmp_path / "demo.yaml"
-    spec.write_text((FIXTURES / "demo.yaml").read_text().replace("targets:", "releases: [v0.30.0]\ntargets:", 1))
-    assert main(["validate", str(spec)]) == 2
-    assert f"{spec}:7:11: releases: is gone" in capsys.readouterr().err
+def test_a_spec_with_a_releases_list_is_read_with_a_warning_naming_the_change(tmp_path, capsys):
+    spec = shutil.copytree(FIXTURES, tmp_path / "spec") / "demo.yaml"
+    spec.write_text(spec.read_text().replace("targets:", "releases: [v0.30.0]\ntargets:", 1))
+    assert main(["validate", str(spec)]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("valid: ")
+    assert out.err.startswith(f"patchspec: {spec}:7:11: warning: releases: is deprecated and ignored: a spec "
+                              "supports the release profiles beside it") and out.err.count("\n") == 1
 
 
 def test_a_profile_without_a_section_for_the_spec_does_not_support_it(vllm_release, copy_root, tmp_path, capsys):

@@ -51,6 +51,7 @@ def test_hand_edit_with_a_new_statement_becomes_an_insert_and_the_edit_the_appli
          "        if scheme.startswith('https'): username = None  # my fix\n        if username and password:\n")
     code, out = record(capsys, "proxy-auth", "--root", str(site), "--dir", str(tmp_path / "fix"))
     assert code == 0, out
+    assert "requests/sessions.py:SessionRedirectMixin.rebuild_proxies#0 insert_before: lines - -> 327" in out
     (target,) = spec_of(tmp_path / "fix", "proxy-auth")["targets"]
     assert target["function"] == "SessionRedirectMixin.rebuild_proxies"
     assert target["transforms"] == [{"insert_before": {"anchor": "if username and password: ...",
@@ -272,3 +273,12 @@ def test_from_names_what_upstream_left_as_it_was_and_refuses_what_no_transform_s
     assert code == 2 and len(out.strip().splitlines()) == 1
     assert "Retry.new: its return annotation changed (lines 247-" in out and "nothing was written" in out
     assert not (tmp_path / "b").exists()
+
+
+def test_from_a_distribution_the_root_does_not_hold_is_one_line(site, tmp_path, capsys):
+    code, out = record(capsys, "none", "--root", str(site), "--from", "idna==3.7", "--dir", str(tmp_path / "fix"),
+                       "--target", "idna/core.py:alabel")
+    assert code == 2 and "idna is not installed under the root" in out and len(out.strip().splitlines()) == 1
+    code, out = record(capsys, "none", "--root", str(site), "--from", "requests==2.31.0", "--dir", str(tmp_path / "fix"))
+    assert code == 2 and "--from needs --target FILE:QUALNAME" in out
+    assert not (tmp_path / "fix").exists()

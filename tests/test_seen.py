@@ -127,7 +127,7 @@ OVERLOADED = """
 """
 
 
-def test_seen_1_wrap_and_anchor_reach_the_live_definition_not_the_overload_stub(lab):
+def test_wrap_and_anchor_reach_the_live_definition_not_the_overload_stub(lab):
     lab.source(OVERLOADED)
     spec = lab.spec("""
       - id: main
@@ -149,7 +149,7 @@ def test_seen_1_wrap_and_anchor_reach_the_live_definition_not_the_overload_stub(
     assert out == "6 ['main', (6,)]"
 
 
-def test_seen_1_the_last_definition_at_a_level_is_live(lab):
+def test_the_last_definition_at_a_level_is_live(lab):
     resolved = resolve(textwrap.dedent("""
         def f():
             return 1
@@ -164,7 +164,7 @@ def test_seen_1_the_last_definition_at_a_level_is_live(lab):
 
 # --- 2. one-line bodies, form feeds and U+2028 ------------------------------------------------------
 
-def test_seen_2_add_method_on_a_one_line_class_lands_in_the_class(lab):
+def test_add_method_on_a_one_line_class_lands_in_the_class(lab):
     lab.source("""
         class K: pass
         x = 1
@@ -179,14 +179,14 @@ def test_seen_2_add_method_on_a_one_line_class_lands_in_the_class(lab):
     assert lab.run("from pkg.mod import K; print(K().describe())") == "K!"
 
 
-def test_seen_2_one_line_function_body_takes_an_insertion():
+def test_one_line_function_body_takes_an_insertion():
     spec = make_spec([target("f", {"insert_before": {"anchor": "return g(x)", "code": "_s.note(x)"}})])
     patched = patch("def f(x): return g(x)\n", spec)
     assert "def f(x):\n    _s.note(x)  # patchspec: demo\n    return g(x)\n" in patched
 
 
 @pytest.mark.parametrize("odd", ["\f", "\u2028", "\x1c", "\x85"])
-def test_seen_2_form_feed_and_unicode_separators_do_not_shift_edits(lab, odd):
+def test_form_feed_and_unicode_separators_do_not_shift_edits(lab, odd):
     lab.source(f'''
         """Doc {odd} string."""
         from os import (
@@ -223,14 +223,14 @@ def test_seen_2_form_feed_and_unicode_separators_do_not_shift_edits(lab, odd):
 
 @pytest.mark.parametrize("written", ["'Content-Length'", '"Content-Length"', "'Content-' \"Length\"",
                                      "(\n        'Content-Length'\n    )", "r'Content-Length'"])
-def test_seen_3_anchors_match_strings_by_value(written):
+def test_anchors_match_strings_by_value(written):
     source = f"def prepare(headers, n):\n    headers[{written}] = str(n)\n    return headers\n"
     spec = make_spec([target("prepare", {"insert_after": {"anchor": 'headers["Content-Length"] = str(n)',
                                                           "code": "_s.note(headers)"}})])
     assert "_s.note(headers)  # patchspec: demo" in patch(source, spec)
 
 
-def test_seen_3_numbers_by_value_and_the_fingerprint_agrees():
+def test_numbers_by_value_and_the_fingerprint_agrees():
     from patchspec.compiler import fingerprint
     from patchspec.compiler.source import SourceFile
     spec = make_spec([target("f", {"insert_before": {"anchor": "return x + 16", "code": "_s.note(x)"}})])
@@ -268,7 +268,7 @@ BODY = """
     ("break", "return resp", "'break' outside loop"),
     ("yield resp", "return resp", "would turn send into a generator"),
 ])
-def test_seen_4_inserted_code_that_would_fail_at_run_time_is_refused(lab, code, anchor, why):
+def test_inserted_code_that_would_fail_at_run_time_is_refused(lab, code, anchor, why):
     lab.source(BODY + "        later = 1\n")
     spec = lab.spec(f"""
       - id: send
@@ -298,7 +298,7 @@ def test_control_names_bound_where_the_code_lands_are_accepted(lab):
     """))
 
 
-def test_seen_4_add_method_hook_without_self_is_refused(lab):
+def test_add_method_hook_without_self_is_refused(lab):
     lab.source("class K:\n    pass\n")
     spec = lab.spec("""
       - id: k
@@ -325,7 +325,7 @@ def test_control_a_wrap_hook_that_is_not_a_decorator_of_one_function_is_refused(
     assert message.startswith(f"{spec}:11:")
 
 
-def test_seen_4_an_alias_that_is_a_local_of_the_target_is_refused(lab):
+def test_an_alias_that_is_a_local_of_the_target_is_refused(lab):
     lab.source(BODY)
     spec = lab.spec("""
       - id: send
@@ -337,7 +337,7 @@ def test_seen_4_an_alias_that_is_a_local_of_the_target_is_refused(lab):
     assert "the snippet alias resp is also a local name of send" in refusal(spec, lab)
 
 
-def test_seen_4_an_alias_that_shadows_a_module_name_is_refused(lab):
+def test_an_alias_that_shadows_a_module_name_is_refused(lab):
     lab.source(BODY)
     spec = lab.spec("""
       - id: send
@@ -349,7 +349,7 @@ def test_seen_4_an_alias_that_shadows_a_module_name_is_refused(lab):
     assert "the snippet alias os would shadow os" in refusal(spec, lab)
 
 
-def test_seen_4_two_specs_with_one_alias_for_different_packages_are_refused(lab):
+def test_two_specs_with_one_alias_for_different_packages_are_refused(lab):
     lab.source(BODY)
     targets = """
       - id: send
@@ -377,7 +377,7 @@ STACKED = """
 """
 
 
-def test_seen_5_two_specs_wrap_one_function_and_insert_at_one_anchor(lab):
+def test_two_specs_wrap_one_function_and_insert_at_one_anchor(lab):
     lab.source(BODY)
     timeout = lab.spec(STACKED % ("timed", "timeout"), name="timeout")
     logger = lab.spec(STACKED % ("logged", "logger"), name="logger", extra="order: -1\n")
@@ -404,7 +404,7 @@ def test_seen_5_two_specs_wrap_one_function_and_insert_at_one_anchor(lab):
     assert (lab.root / "pkg/mod.py").read_text() == both
 
 
-def test_seen_5_two_values_for_one_keyword_are_refused_naming_both_specs(lab):
+def test_two_values_for_one_keyword_are_refused_naming_both_specs(lab):
     lab.source("def f(x):\n    return g(x, 1)\n")
     first = lab.spec("""
       - id: f
@@ -421,7 +421,7 @@ def test_seen_5_two_values_for_one_keyword_are_refused_naming_both_specs(lab):
     assert message.startswith(f"{first}:11:") and f"{second}:11:" in message
 
 
-def test_seen_5_the_same_value_twice_is_kept_once(lab):
+def test_the_same_value_twice_is_kept_once(lab):
     lab.source("def f(x):\n    return g(x, 1)\n")
     text = """
       - id: f
@@ -437,7 +437,7 @@ def test_seen_5_the_same_value_twice_is_kept_once(lab):
 
 # --- 6. errors at the spec's position -----------------------------------------------------------------
 
-def test_seen_6_a_missing_anchor_names_the_spec_line_and_the_source(lab):
+def test_a_missing_anchor_names_the_spec_line_and_the_source(lab):
     lab.source(BODY)
     spec = lab.spec("""
       - id: send
@@ -451,7 +451,7 @@ def test_seen_6_a_missing_anchor_names_the_spec_line_and_the_source(lab):
     assert message.endswith("(see pkg/mod.py:8)")   # the target's line: the anchor is not in it
 
 
-def test_seen_6_an_ambiguous_anchor_names_both_places(lab):
+def test_an_ambiguous_anchor_names_both_places(lab):
     lab.source(BODY)
     spec = lab.spec("""
       - id: send
@@ -465,7 +465,7 @@ def test_seen_6_an_ambiguous_anchor_names_both_places(lab):
     assert "pkg/mod.py:9" in message
 
 
-def test_seen_6_an_unknown_snippet_package_names_the_real_path(lab):
+def test_an_unknown_snippet_package_names_the_real_path(lab):
     lab.source(BODY)
     spec = lab.spec("""
       - id: send
@@ -478,7 +478,7 @@ def test_seen_6_an_unknown_snippet_package_names_the_real_path(lab):
     assert str(lab.tmp / "spec" / "nosuch" / "__init__.py") in message and message.startswith(f"{spec}:4:")
 
 
-def test_seen_6_a_misspelt_function_gets_did_you_mean(lab):
+def test_a_misspelt_function_gets_did_you_mean(lab):
     lab.source(BODY)
     spec = lab.spec("""
       - id: send
@@ -513,7 +513,7 @@ BRANCHES = """
 """
 
 
-def test_seen_7_a_target_in_one_branch_is_found(lab):
+def test_a_target_in_one_branch_is_found(lab):
     """Its try branch binds the name too (issue 20: the fallback may not be what runs): chosen by branch."""
     lab.source(BRANCHES)
     targets = """
@@ -531,7 +531,7 @@ def test_seen_7_a_target_in_one_branch_is_found(lab):
                    "print(loads('t'), CALLS)") == "t ['loads']"
 
 
-def test_seen_7_several_branches_need_a_selector(lab):
+def test_several_branches_need_a_selector(lab):
     lab.source(BRANCHES)
     targets = """
       - id: helper
@@ -551,7 +551,7 @@ def test_seen_7_several_branches_need_a_selector(lab):
 
 @pytest.mark.parametrize("head, encoding", [(codecs.BOM_UTF8, "utf-8"),
                                             (b"# -*- coding: latin-1 -*-\n", "latin-1")])
-def test_seen_7_bom_and_coding_cookie_are_read_and_written_back(lab, head, encoding):
+def test_bom_and_coding_cookie_are_read_and_written_back(lab, head, encoding):
     text = 'NAME = "caf\u00e9"\n\n\ndef f(x):\n    return x\n'
     original = head + text.encode(encoding)
     lab.source(original)

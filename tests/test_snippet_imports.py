@@ -7,7 +7,7 @@ import pytest
 
 from patchspec.cli import main
 from tests.state.toy import tree
-from tests.verify_toy import SNIPPET, run, toy_venv, write_spec
+from tests.verify_toy import MOD, SNIPPET, install, run, toy_venv, write_spec
 
 
 @pytest.mark.parametrize("line, module", [
@@ -39,3 +39,12 @@ def test_imports_from_the_root_the_interpreter_and_the_package_itself_apply(tmp_
     assert main(["apply", spec, "--root", str(site)]) == 0
     assert "verified: 7 live" in capsys.readouterr().out
     assert run(python)[0] == "HOOK send"
+
+
+def test_a_plain_directory_says_where_it_looked_and_how_to_name_the_interpreter(tmp_path, capsys):
+    root = tmp_path / "tree"
+    install(root, {"vpkg/__init__.py": "", "vpkg/mod.py": MOD})
+    spec = write_spec(tmp_path / "spec", snippet=SNIPPET + "import not_installed_anywhere\n")
+    assert main(["apply", spec, "--root", str(root)]) == 2
+    assert "nor installed for the interpreter running patchspec (no interpreter is known to run the root: " \
+           "--python names it)" in capsys.readouterr().err

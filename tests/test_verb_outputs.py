@@ -1,10 +1,13 @@
 """Every verb's output on the shipped specs stays byte-identical across a refactor of the layers.
 
-The root is fixed: the files of vLLM 0.30.0 from PyPI that the shipped specs patch or whose names their
-snippets use, its dist-info, and the gaudi-shaped fixture as ``vllm_gaudi/``. A run of every verb (JSON
+The input is fixed: the shipped specs, their snippets and the gaudi-shaped fixture as they were at commit
+``PINNED`` (read from the repository's history, so that a later change to a spec does not move it), the
+files of vLLM 0.30.0 from PyPI that those specs patch or whose names their snippets use, with its
+dist-info, and the fixture as ``vllm_gaudi/``. A run of every verb (JSON
 envelope, and the lines a person reads where the verb writes nothing) is compared with
 ``tests/data/verb_outputs.json``, which was written by this same test (``PATCHSPEC_RECORD_OUTPUTS=1``) on the
-code before the layers were moved (re-record it there, on main before a refactor, when behaviour changes); paths under the root, the work directory and the repository are
+code before the layers were moved (re-record it on main before a refactor when a verb's output changes on
+purpose); paths under the root, the work directory and the repository are
 replaced by ``<ROOT>``, ``<WORK>`` and ``<REPO>``. The drift cache is this run's own (a cached row keeps
 the spec path of the run that filled it).
 """
@@ -15,6 +18,8 @@ import io
 import json
 import os
 import shutil
+import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -23,12 +28,13 @@ from patchspec.cli import main
 from patchspec.compiler.snippet_api import declared_uses
 from patchspec.snippets import package_dir
 from patchspec.spec import load_spec
-from tests.gaudi_shape import fixture_root
+from tests.gaudi_shape import LAYOUT, PACKAGES
 
 REPO = Path(__file__).resolve().parent.parent
 EXPECTED = Path(__file__).resolve().parent / "data" / "verb_outputs.json"
 SPECS = ["pipeline-parallel", "pipeline-transfer", "cpu-pipeline-eager"]
 RELEASE = "v0.30.0"
+PINNED = "a3bc21a"   # main before the layers moved
 
 
 def _named_files(spec_path: Path) -> set[str]:
@@ -41,8 +47,17 @@ def work(vllm_release, tmp_path_factory):
     """``(root, work)``: the fixed root, and a work directory holding a copy of the shipped specs."""
     release = vllm_release("0.30.0")
     base = tmp_path_factory.mktemp("outputs")
-    specs = shutil.copytree(REPO / "patchspec" / "specs", base / "work" / "specs")
-    shutil.copytree(REPO / "patchspec" / "runtime_snippets", base / "work" / "runtime_snippets")
+    pinned = base / "pinned"
+    pinned.mkdir()
+    done = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", "-o", str(base / "pinned.tar"), PINNED,
+                           "patchspec/specs", "patchspec/runtime_snippets", "tests/fixtures/gaudi_shape"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"no git history to read the specs at {PINNED} from: {done.stderr.strip()}")
+    with tarfile.open(base / "pinned.tar") as archive:
+        archive.extractall(pinned, filter="data")
+    specs = shutil.copytree(pinned / "patchspec" / "specs", base / "work" / "specs")
+    shutil.copytree(pinned / "patchspec" / "runtime_snippets", base / "work" / "runtime_snippets")
     root = base / "root"
     named = set().union(*(_named_files(specs / f"{name}.yaml") for name in SPECS))
     for rel in sorted(r for r in named if r.startswith("vllm/")):
@@ -51,7 +66,13 @@ def work(vllm_release, tmp_path_factory):
             shutil.copyfile(release / rel, root / rel)
     for dist in release.glob("*.dist-info"):
         shutil.copytree(dist, root / dist.name)
-    shutil.copytree(fixture_root(), root, dirs_exist_ok=True)
+    for package in PACKAGES:
+        (root / package).mkdir(parents=True, exist_ok=True)
+        (root / package / "__init__.py").write_text('"""Fixture package in the shape of vllm-gaudi."""\n')
+    shape = pinned / "tests" / "fixtures" / "gaudi_shape"
+    for name, rel in LAYOUT.items():
+        if (shape / name).is_file():   # the fixture's files of then
+            shutil.copyfile(shape / name, root / rel)
     return root, base / "work"
 
 

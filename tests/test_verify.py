@@ -276,3 +276,70 @@ def test_vllm_gaudi_is_not_importable_without_gaudi_software_and_shown_staticall
     modules = {r["module"]: r for r in doc["results"] if r["type"] == "module"}
     assert {m for m, r in modules.items() if r["status"] == "not-importable"} == \
         {m for m in modules if m.startswith("vllm_gaudi.")}
+
+
+PROPERTY_MOD = '''def marker(x):
+    return x
+
+
+class Conn:
+    @property
+    def host(self):
+        return marker(self._host)
+
+    @host.setter
+    def host(self, value):
+        self._host = marker(value)
+'''
+
+PROPERTY_SPEC = '''spec: 1
+name: vtoy
+summary: A property's getter and setter.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: get
+    file: vpkg/mod.py
+    function: Conn.host
+    transforms:
+      - insert_before: {anchor: "return marker(self._host)", code: "_v.seen('get')"}
+  - id: set
+    file: vpkg/mod.py
+    function: Conn.host.setter
+    transforms:
+      - insert_before: {anchor: "self._host = marker(value)", code: "_v.seen('set')"}
+      - wrap: {with: traced}
+'''
+
+
+def test_a_property_getter_and_setter_are_reached_through_the_live_property(tmp_path, capsys):
+    python, site = toy_venv(tmp_path, PROPERTY_MOD)
+    spec = write_spec(tmp_path / "spec", spec=PROPERTY_SPEC)
+    assert main(["apply", spec, "--root", str(site)]) == 0
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site)]) == 0
+    out = capsys.readouterr().out
+    assert "live: vtoy get#0 insert_before Conn.host in vpkg/mod.py (line(s) 9 in the live code of " \
+           "vpkg.mod.Conn.host)" in out
+    assert "live: vtoy set#0 insert_before Conn.host.setter in vpkg/mod.py (line(s) 15 in the live code of " \
+           "vpkg.mod.Conn.host.setter)" in out
+    assert "live: vtoy set#1 wrap Conn.host.setter in vpkg/mod.py (the live vpkg.mod.Conn.host.setter is " \
+           "traced.<locals>.wrapper (" in out
+    code = "import vpkg.mod as m; c = m.Conn(); c.host = 'x'; print(c.host)"
+    assert run(python, code=code) == ["HOOK wrap", "HOOK set", "HOOK get", "x"]
+
+
+def test_a_probe_that_hangs_is_killed_at_the_timeout_and_said(tmp_path, capsys):
+    """A module whose import never ends (it waits on a FIFO no one writes): verify stops the probe at
+    --timeout and says so in one line; apply with the proof would undo, so this one applied without."""
+    fifo = tmp_path / "never"
+    os.mkfifo(fifo)
+    python, site = toy_venv(tmp_path, f"open({str(fifo)!r}).read()\n" + MOD)
+    spec = write_spec(tmp_path / "spec")
+    assert main(["apply", spec, "--root", str(site), "--no-verify"]) == 0
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site), "--timeout", "0.5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "the run-time proof did not run: " in err and \
+        "did not finish within 0.5s" in err
+    held = subprocess.run(["pgrep", "-f", str(site)], capture_output=True, text=True).stdout.split()
+    assert held == []   # the probe's whole process group is gone

@@ -14,7 +14,7 @@ import sys
 import traceback
 
 from patchspec.cli.verbs import GROUPS, VERBS, OneOf, Verb
-from patchspec.errors import Exit, PatchspecError
+from patchspec.errors import Exit, PatchspecError, forget_warnings
 
 
 class _Parser(argparse.ArgumentParser):
@@ -96,6 +96,7 @@ def _stdout_closed() -> int:
 
 
 def _main(argv: list[str] | None) -> int:
+    forget_warnings()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

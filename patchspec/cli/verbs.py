@@ -344,8 +344,8 @@ def cmd_record(args) -> Outcome:
     results = [{"type": "file", "path": str(p), "action": "written"} for p in done.written]
     results += [{"type": "file", "path": rel, "action": "replaced by the spec applied"} for rel in done.applied]
     lines = [f"wrote {p}" for p in done.written]
-    lines += [f"{t.file}:{t.qualname}: {len(t.steps)} transform{'s' if len(t.steps) != 1 else ''} "
-              f"({', '.join(s.kind for s in t.steps)})" for t in done.targets if t.steps]
+    lines += [f"{t.file}:{t.qualname}#{index} {step.kind}: lines {_span(step.old)} -> {_span(step.new)}"
+              for t in done.targets for index, step in enumerate(t.steps)]
     spec = done.written[0]
     if done.applied:
         lines += [f"applied: {rel} is now the pristine release with {spec.stem} applied (unapply gives back "
@@ -353,6 +353,13 @@ def cmd_record(args) -> Outcome:
     else:
         lines.append(f"next: patchspec apply {spec} --root {args.root}")
     return Outcome(Exit.OK, results, lines + done.notes)
+
+
+def _span(lines: tuple[int, int] | None) -> str:
+    """Where a recorded step reads in the old or the new text (``-``: nothing there)."""
+    if lines is None:
+        return "-"
+    return f"{lines[0]}" if lines[0] == lines[1] else f"{lines[0]}-{lines[1]}"
 
 
 def cmd_demo(args) -> Outcome:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 
-from patchspec.compiler import lint, rewrite
+from patchspec.compiler import gcpause, lint, rewrite
 from patchspec.compiler.edits import ConflictError, LineEdit, NodeEdit, ResolveError, Status, marked_line
 from patchspec.compiler.emit import render_fragment, splice
 from patchspec.compiler.source import SourceError, SourceFile, TargetAmbiguous, TargetNotLive
@@ -64,6 +64,7 @@ class Plan:
         return sorted({r.file for r in self.resolved if r.ok and r.edits})
 
 
+@gcpause.paused
 def resolve(specs: Iterable[Spec], read: Callable[[str], str | None],
             has_package: Callable[[str], bool], only: set[str] | None = None,
             sources: dict[str, SourceFile] | None = None) -> Plan:
@@ -146,6 +147,7 @@ def _did_you_mean(qualname: str, source: SourceFile) -> str:
     return f"; did you mean {' or '.join(close)}?" if close else ""
 
 
+@gcpause.paused
 def emit(plan: Plan, specs: Iterable[Spec]) -> dict[str, str]:
     """The patched text of every file the plan changes. The plan must have no errors.
 

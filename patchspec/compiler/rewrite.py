@@ -100,6 +100,12 @@ class _Mark(cst.CSTTransformer):
     def leave_IndentedBlock(self, original, updated):
         return updated.with_changes(header=with_marker(updated.header, self.marker))
 
+    def leave_EmptyLine(self, original, updated):
+        """A blank line of the code stays blank wherever it lands (no indentation of its own)."""
+        if updated.comment is None:
+            return updated.with_changes(indent=False, whitespace=cst.SimpleWhitespace(""))
+        return updated
+
 
 def mark_code(node: cst.CSTNode, marker: str) -> cst.CSTNode:
     return node.visit(_Mark(marker))

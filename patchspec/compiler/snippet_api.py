@@ -6,6 +6,7 @@ A package's ``__init__.py`` defines or re-exports (``from .mod import name``) it
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 from pathlib import Path
 
@@ -22,9 +23,16 @@ class SnippetError(PatchspecError):
         self.path = path
 
 
+@functools.lru_cache(maxsize=256)
+def parse_source(source: str | bytes, filename: str) -> ast.Module:
+    """``ast.parse``, once per text: a verb reads the snippet package's files for its exports, its ``USES``
+    and its imports. The tree is shared: read it, never change it."""
+    return ast.parse(source, filename)
+
+
 def _parse(path: Path) -> ast.Module:
     try:
-        return ast.parse(path.read_text(encoding="utf-8"), str(path))
+        return parse_source(path.read_text(encoding="utf-8"), str(path))
     except SyntaxError as exc:
         raise SnippetError(f"not valid Python: {exc.msg}", path, exc.lineno) from None
     except (OSError, UnicodeDecodeError) as exc:

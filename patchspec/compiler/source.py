@@ -193,7 +193,8 @@ class SourceFile:
         if len(parts) == 1:
             later = scope.global_rebindings(self.tree, parts[0])
         elif len(parts) == 2:
-            later = [r for r in scope.attribute_rebindings(self.tree, parts[0], parts[1]) if r.node.lineno > found.lineno]
+            later = [r for r in scope.attribute_rebindings(self.tree, parts[0], parts[1])
+                     if r.node.lineno > found.lineno]
         else:
             return
         replacing = [r for r in later if not r.keeps]

@@ -69,6 +69,9 @@ def finder(python: Interpreter | None, root: Path):
             return [n for n in names if importlib.util.find_spec(n) is None]
         finally:
             sys.path.remove(str(root))
+    # what a refusal says of where the names were looked for
+    missing.where = ("its interpreter" if python is not None else
+                     "the interpreter running patchspec (no interpreter is known to run the root: --python names it)")
     return missing
 
 

@@ -305,7 +305,8 @@ def show_binding(module, check, fresh, snippet_dir):
     return _live("%s bound in the live %s by the module's patched text" % (", ".join(check["names"]), path))
 
 
-HOW = {"code_lines": show_code_lines, "binding": show_binding, "wrapped": show_wrapped, "class_member": show_class_member,
+HOW = {"code_lines": show_code_lines, "binding": show_binding, "wrapped": show_wrapped,
+       "class_member": show_class_member,
        "module_name": show_module_name}
 
 

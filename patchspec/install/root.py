@@ -26,7 +26,7 @@ class Root:
             return path
         root = Path(path)
         if not root.is_dir():
-            raise PatchspecError(f"root is not a directory", file=str(path))
+            raise PatchspecError("root is not a directory", file=str(path))
         return cls(root.resolve())
 
     def canonical(self, rel: str) -> str:
@@ -60,7 +60,8 @@ class Root:
         try:
             return None if data is None else encoding.decode(data)
         except (UnicodeDecodeError, LookupError) as exc:
-            raise PatchspecError(f"cannot decode as {encoding.detect(data)}: {exc}", file=str(self.path / rel)) from None
+            raise PatchspecError(f"cannot decode as {encoding.detect(data)}: {exc}",
+                                 file=str(self.path / rel)) from None
 
     def read_bytes(self, rel: str) -> bytes | None:
         """The bytes of a regular file, ``None`` when absent; a directory, FIFO or device is refused

@@ -107,6 +107,13 @@ class State:
 
     @classmethod
     def from_json(cls, data, where: str) -> "State":
+        """The record in ``data``: every older format reads (a version 1 record as one whose proof never
+        ran); the next write is in the current format. A newer one is refused, saying so."""
+        version = data.get("version") if isinstance(data, dict) else None
+        if isinstance(version, int) and version > VERSION:
+            raise PatchspecError(f"state record format {version} is newer than this patchspec reads ({VERSION}): "
+                                 "it was written by a newer patchspec; use that one (or newer) on this root; "
+                                 "nothing was written", file=where)
         try:
             error = jsonschema.exceptions.best_match(_validator().iter_errors(data))
             if error is not None:

@@ -304,13 +304,18 @@ def pending_view(root: Root) -> Root:
     return Root(root.path, overlay)
 
 
+def journal_left(root: Root) -> bool:
+    """Whether a run's journal is there: one under way (see ``writer_active``) or one interrupted."""
+    return (root.path / JOURNAL).exists()
+
+
 def pending_note(root: Root) -> str | None:
     """The line read-only verbs print while another process's run is under way (it holds the lock), or
     while an interrupted run waits for ``recover``."""
     if writer_active(root):
         return ("in progress: another patchspec is applying or unapplying on this root (it holds the lock); "
                 "answers are for the committed state, as the root was before that run")
-    if not (root.path / JOURNAL).exists():
+    if not journal_left(root):
         return None
     return (f"pending: an interrupted run left a journal; answers are for the root as it was before it; "
             f"`patchspec recover --root {root.path}` (or the next apply/unapply) rolls it back")

@@ -68,7 +68,7 @@ def _draft(name: str, change: changes.Change) -> drafting.Draft:
         else:
             files.members("", item.old.tree.body, item.new.tree.body)
         package = name.replace("-", "_")
-        provided = set(files.snippet_names)
+        provided = {*files.snippet_names, *files.added_names}
         reads = set().union(*(t.reads for t in files.targets)) if files.targets else set()
         wanted = files.imports
         if change.upstream:

@@ -163,9 +163,14 @@ def upstream(root: Root, requirement: str, before: str | None, targets: list[str
     packages = {package_of(rel) for rel, _ in named}
     mine = [found[p] for p in packages if p in found
             and canonicalize_name(found[p].distribution or p) == canonicalize_name(dist)]
-    if not mine or len(packages) != 1:
-        raise PatchspecError(f"--target names files of {', '.join(sorted(packages))}: not the installed "
-                             f"distribution {dist}", file=str(root.path))
+    if len(packages) != 1:
+        raise PatchspecError(f"--target names files of several packages ({', '.join(sorted(packages))}): "
+                             "record one distribution at a time", file=str(root.path))
+    if not mine:
+        (package,) = packages
+        what = f"{package} is not installed under the root" if package not in found else \
+            f"{package} is installed from {found[package].distribution}, not {dist}"
+        raise PatchspecError(f"--target {named[0][0]}: {what}", file=str(root.path))
     item = mine[0]
     before = before or item.version
     old_root = Root.open(_release_root(dist, before))

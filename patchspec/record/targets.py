@@ -61,6 +61,7 @@ class FileDraft:
         self.targets: list[Drafted] = []
         self.imports: list[str] = []         # add_import statements
         self.snippet_names: list[str] = []   # module-level names moved into the snippet module
+        self.added_names: list[str] = []     # module-level names added in place (add_statement)
 
     def target(self, qualname: str) -> Drafted:
         found = next((t for t in self.targets if t.qualname == qualname), None)
@@ -92,7 +93,8 @@ class FileDraft:
         elif isinstance(old, ast.ClassDef) and isinstance(new, ast.ClassDef):
             self.klass(qualname, old, new)
         elif assigned_name(old) and assigned_name(new) and type(old) is type(new) \
-                and dump(getattr(old, "annotation", None) or ast.Pass()) == dump(getattr(new, "annotation", None) or ast.Pass()):
+                and dump(getattr(old, "annotation", None) or ast.Pass()) \
+                == dump(getattr(new, "annotation", None) or ast.Pass()):
             target = self.target(qualname)
             value = self.new.code(new.value)
             if value.count("\n") >= INLINE_LINES:   # a table: its value moves into the snippet module
@@ -157,11 +159,21 @@ class FileDraft:
                     self.added(prefix + name, stmt)
 
     def added(self, qualname: str, new: ast.stmt) -> None:
-        """A definition or name the change adds."""
+        """A definition or name the change adds: small, right after the statement upstream put it after
+        (``add_statement``); larger (or first in its scope), into the snippet module."""
         owner_name, _, name = qualname.rpartition(".")
         owner = locate(self.old, owner_name) if owner_name else None
         if owner_name and not isinstance(owner, ast.ClassDef):
             raise _refuse(self.new, new, f"{qualname} is new inside a function: no transform adds it there")
+        code = self.new.code(new)
+        after = self._preceding(owner_name, owner, new) if code.count("\n") < INLINE_LINES else None
+        if after is not None and (isinstance(new, DEF_TYPES) or assigned_name(new)):
+            target = self.target(after)
+            target.steps.append(Step("add_statement", {"code": code}, None, self.new.lines_of(new)))
+            if not owner_name:
+                self.added_names.append(name)
+            target.reads |= _reads(new) - (_bound_in(new) if isinstance(new, FUNCTIONS) else set())
+            return
         if owner is not None:
             target = self.target(owner_name)
             if isinstance(new, FUNCTIONS):
@@ -179,6 +191,19 @@ class FileDraft:
             raise _refuse(self.new, new, f"{qualname} is added at module level by a statement no transform adds")
         _check_movable(self.new, new, qualname)
         self.snippet_names.append(qualname)
+
+
+    def _preceding(self, owner_name: str, owner: ast.ClassDef | None, new: ast.stmt) -> str | None:
+        """The qualified name of the definition or assignment the new statement follows in the new text,
+        when the old text has it too."""
+        body = locate(self.new, owner_name).body if owner_name else self.new.tree.body
+        kept = {_member_key(s) for s in (owner.body if owner is not None else self.old.tree.body)}
+        before = [s for s in body if s.lineno < new.lineno]
+        for stmt in reversed(before):
+            key = _member_key(stmt)
+            if key is not None and not key.startswith("import ") and key in kept:
+                return (f"{owner_name}." if owner_name else "") + key.split(" ", 1)[1]
+        return None
 
 
 def _member_key(stmt: ast.stmt) -> str | None:
@@ -232,7 +257,8 @@ def _snippet_imports(text: Text, names: list[str]) -> dict[str, str]:
             for alias in stmt.names:
                 bound = alias.asname or alias.name
                 if bound in names:
-                    out[bound] = f"from {stmt.module} import {alias.name}" + (f" as {alias.asname}" if alias.asname else "")
+                    named = f" as {alias.asname}" if alias.asname else ""
+                    out[bound] = f"from {stmt.module} import {alias.name}{named}"
     return out
 
 

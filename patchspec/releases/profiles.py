@@ -25,6 +25,8 @@ from patchspec.errors import PatchspecError
 from patchspec.model import Loc, Spec
 from patchspec.spec import check_transform_syntax, schema_errors
 
+FORMAT = 1   # a profile's ``format:``; a profile without one is format 1
+
 
 @dataclass(frozen=True)
 class Pin:
@@ -142,10 +144,15 @@ def load_profile_text(text: str, file: str) -> Profile:
     if not isinstance(data, dict):
         raise PatchspecError("a release profile is a YAML mapping", file=file, line=1, col=1)
     schema_errors(data, file, "profile")
+    if data.get("format", FORMAT) > FORMAT:
+        line, col = yamlloc.locate(data, ["format"])
+        raise PatchspecError(f"profile format {data['format']} is newer than this patchspec reads ({FORMAT}); "
+                             "upgrade patchspec", file=file, line=line, col=col)
     packages = {}
     for name, pin in data["packages"].items():
         specifier = pin if isinstance(pin, str) else pin.get("versions", "")
-        distributions = () if isinstance(pin, str) else tuple(canonicalize_name(d) for d in pin.get("distributions", ()))
+        distributions = () if isinstance(pin, str) else tuple(canonicalize_name(d)
+                                                              for d in pin.get("distributions", ()))
         try:
             ref = None if isinstance(pin, str) else pin.get("ref")
             packages[name] = Pin(SpecifierSet(specifier), distributions, ref)

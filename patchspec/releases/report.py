@@ -81,7 +81,8 @@ def _baseline_reader(baseline: str | None, profile: profiles.Profile):
         if pin.release() and pin.ref is None:
             roots[name] = Root.open(cache.pypi_root(f"{profile.distribution(name)}=={pin.release()}"))
     if not roots:
-        raise PatchspecError(f"--baseline pypi: release {profile.release} pins no package to one release (==X or ==X.*)",
+        raise PatchspecError(f"--baseline pypi: release {profile.release} pins no package to one release "
+                             "(==X or ==X.*)",
                              file=profile.path)
 
     def read(rel: str) -> str | None:

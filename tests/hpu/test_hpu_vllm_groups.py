@@ -45,8 +45,11 @@ def _rank_main(root, rank, port, results):
         with config_module.set_current_vllm_config(current):
             checked = snippets.checked_world_without_hccl(config, parallel_state.ensure_model_parallel_initialized,
                                                           parallel_state.get_tp_group)
-        runner = type("Runner", (), {"parallel_config": config.parallel_config, "device": "cpu",
-                                     "vllm_config": config})()
+        factory = importlib.import_module("vllm.model_executor.models.utils").make_empty_intermediate_tensors_factory
+        model = types.SimpleNamespace(make_empty_intermediate_tensors=factory(["hidden_states", "residual"], 64))
+        runner = type("Runner", (), {"parallel_config": config.parallel_config, "device": "cpu", "dtype": torch.float32,
+                                     "scheduler_config": types.SimpleNamespace(max_num_batched_tokens=SIZES["prefill"]),
+                                     "get_model": lambda self: model, "vllm_config": config})()
         stage = runner_hooks.stage(runner)
         # on CPU no HPU graph break before the all-gather of a split payload
         assert stage.transfer._mark_step is None

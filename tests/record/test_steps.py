@@ -67,15 +67,27 @@ CASES = {
         "import re\nPAT = re.compile('a')\n",
         "import re\nPAT = re.compile('[ab]')\n",
         [("PAT", "set", {"value": "re.compile('[ab]')"})]),
-    "a_new_method_is_an_add_method_whose_code_moves_to_the_snippets": (
+    "a_new_small_method_goes_right_after_the_one_upstream_put_it_after": (
         "class K:\n    def a(self):\n        pass\n",
         "class K:\n    def a(self):\n        pass\n\n    def b(self):\n        return 1\n",
+        [("K.a", "add_statement", {"code": "def b(self):\n    return 1"})]),
+    "a_new_method_of_twelve_lines_or_more_moves_to_the_snippets_as_an_add_method": (
+        "class K:\n    def a(self):\n        pass\n",
+        "class K:\n    def a(self):\n        pass\n\n    def b(self):\n" + "        x = 1\n" * 12,
         [("K", "add_method", {"name": "b", "with": "b"})]),
-    "a_new_class_attribute_is_added": (
-        "class K:\n    A = 1\n",
-        "class K:\n    A = 1\n    B = 2\n",
+    "a_new_class_attribute_goes_right_after_its_neighbour": (
+        "class K:\n    A = 1\n    def f(self):\n        pass\n",
+        "class K:\n    A = 1\n    B = 2\n    def f(self):\n        pass\n",
+        [("K.A", "add_statement", {"code": "B = 2"})]),
+    "a_new_first_class_attribute_is_an_add_attribute": (
+        "class K:\n    def f(self):\n        pass\n",
+        "class K:\n    B = 2\n    def f(self):\n        pass\n",
         [("K", "add_attribute", {"name": "B", "value": "2"})]),
-    "a_new_import_is_an_add_import_and_a_new_module_name_moves_to_the_snippets": (
+    "a_new_module_level_name_after_a_definition_goes_right_after_it": (
+        "import re\n\ndef f():\n    pass\n",
+        "import re\n\ndef f():\n    pass\n\n_R = re.compile('x')\n",
+        [("f", "add_statement", {"code": "_R = re.compile('x')"})]),
+    "a_new_import_is_an_add_import_and_a_new_first_module_name_moves_to_the_snippets": (
         "import os\n\ndef f():\n    pass\n",
         "import os\nimport re\n\n_R = re.compile('x')\n\ndef f():\n    pass\n",
         [("", "add_import", {"import": "import re"}), ("_R", "snippet", {})]),
@@ -83,6 +95,19 @@ CASES = {
         "def f(x):\n    if x:\n        a()\n",
         "def f(x):\n    if x:\n        a()\n    else:\n        b()\n",
         [("f", "replace", {"pattern": "if x:\n    a()", "code": "if x:\n    a()\nelse:\n    b()"})]),
+    "the_worked_example_of_the_spec_language": (
+        "class Cart:\n    LIMIT = 10\n    def add(self, item, qty=1):\n        if item and qty:\n"
+                        "            log(item)\n            self.items.append(item)\n        self.save()\n",
+        "class Cart:\n    LIMIT = 5\n    def add(self, item, qty=0):\n        if item and qty > 0:\n"
+        "            self.items.append(item)\n            check(item)\n        try:\n            self.save()\n"
+        "        except OSError:\n            pass\n    def clear(self):\n        self.items = []\n",
+        [("Cart.LIMIT", "set", {"value": "5"}),
+         ("Cart.add", "set", {"parameter": "qty", "value": "0"}),
+         ("Cart.add", "replace", {"pattern": "item and qty", "code": "item and qty > 0"}),
+         ("Cart.add", "remove", {"anchor": "log(item)"}),
+         ("Cart.add", "insert_after", {"anchor": "self.items.append(item)", "code": "check(item)"}),
+         ("Cart.add", "guard", {"statements": "self.save()", "by": "try:\n    $$$BODY\nexcept OSError:\n    pass"}),
+         ("Cart.add", "add_statement", {"code": "def clear(self):\n    self.items = []"})]),
     "comments_layout_and_docstrings_are_no_change": (
         'def f():\n    """Old."""\n    return g(1, 2)\n',
         'def f():\n    """New."""\n    # a comment\n    return g(\n        1,\n        2,\n    )\n',
@@ -101,7 +126,8 @@ REFUSALS = {
     "a_removed_definition": ("def f():\n    pass\ndef g():\n    pass\n", "def f():\n    pass\n",
                              "is removed or rewritten"),
     "a_new_module_level_statement_that_defines_nothing": ("X = 1\n", "X = 1\nprint(X)\n", "is added or rewritten"),
-    "a_new_method_that_reads_its_module": ("class K:\n    A = 1\n", "class K:\n    A = 1\n    def m(self):\n        return helper()\n",
+    "a_new_method_that_moves_and_reads_its_module": ("class K:\n    A = 1\n", "class K:\n    A = 1\n    def m(self):\n"
+                                                   + "        x = 1\n" * 12 + "        return helper()\n",
                                            "reads helper of its module"),
     "a_statement_no_enclosing_statement_tells_apart": ("def f():\n    g()\n    g()\n", "def f():\n    g()\n    h()\n",
                                                        "occurs more than once"),

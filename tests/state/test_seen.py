@@ -32,7 +32,7 @@ def _apply(spec, root):
     return ["apply", spec, "--root", str(root)]
 
 
-def test_seen_1_interrupted_apply_then_apply_again_keeps_the_originals(toy, tmp_path, capsys):
+def test_interrupted_apply_then_apply_again_keeps_the_originals(toy, tmp_path, capsys):
     root, spec = toy
     before = tree(root)
     assert _kill_at(root, _apply(spec, root), "rename", 4, tmp_path) == -9
@@ -42,7 +42,7 @@ def test_seen_1_interrupted_apply_then_apply_again_keeps_the_originals(toy, tmp_
     assert tree(root) == before
 
 
-def test_seen_1_a_marked_file_without_record_is_never_stored_as_pristine(toy, capsys):
+def test_a_marked_file_without_record_is_never_stored_as_pristine(toy, capsys):
     root, spec = toy
     before = tree(root)
     assert main(_apply(spec, root)) == 0
@@ -56,7 +56,7 @@ def test_seen_1_a_marked_file_without_record_is_never_stored_as_pristine(toy, ca
     assert before != patched
 
 
-def test_seen_2_no_moment_a_target_is_missing_and_check_answers_as_before(toy, tmp_path, capsys):
+def test_no_moment_a_target_is_missing_and_check_answers_as_before(toy, tmp_path, capsys):
     root, spec = toy
     found = points(_apply(spec, shutil.copytree(root, tmp_path / "probe")), tmp_path / "trace")
     for number, kind, _ in found:
@@ -69,7 +69,7 @@ def test_seen_2_no_moment_a_target_is_missing_and_check_answers_as_before(toy, t
         assert tree(killed) == left
 
 
-def test_seen_3_interrupted_unapply_is_finished_by_unapply(toy, tmp_path):
+def test_interrupted_unapply_is_finished_by_unapply(toy, tmp_path):
     root, spec = toy
     before = tree(root)
     ops.apply(spec, "auto", str(root))
@@ -83,7 +83,7 @@ def test_seen_3_interrupted_unapply_is_finished_by_unapply(toy, tmp_path):
     assert tree(root) == before
 
 
-def test_seen_4_ctrl_c_rolls_back_in_one_line_and_exits_130(toy, tmp_path, capfd):
+def test_ctrl_c_rolls_back_in_one_line_and_exits_130(toy, tmp_path, capfd):
     root, spec = toy
     before = tree(root)
     assert _kill_at(root, _apply(spec, root), "rename", 3, tmp_path, "int") == 130
@@ -91,7 +91,7 @@ def test_seen_4_ctrl_c_rolls_back_in_one_line_and_exits_130(toy, tmp_path, capfd
     assert tree(root) == before  # no temporary file, no journal, no state directory
 
 
-def test_seen_5_path_aliases_are_one_file(toy, tmp_path):
+def test_path_aliases_are_one_file(toy, tmp_path):
     root, spec = toy
     before = tree(root)
     Root_ = Root.open(root)
@@ -112,7 +112,7 @@ def test_seen_5_path_aliases_are_one_file(toy, tmp_path):
     assert tree(root) == before
 
 
-def test_seen_6_a_runtime_file_patchspec_did_not_write_is_left_alone(toy, capsys):
+def test_a_runtime_file_patchspec_did_not_write_is_left_alone(toy, capsys):
     root, spec = toy
     mine = root / "_patchspec_runtime/demo_snips/__init__.py"
     mine.parent.mkdir(parents=True)
@@ -131,7 +131,7 @@ def test_seen_6_a_runtime_file_patchspec_did_not_write_is_left_alone(toy, capsys
     assert extra.read_text() == "# mine too\n"
 
 
-def test_seen_7_a_planted_temporary_link_is_refused(toy, tmp_path, capsys):
+def test_a_planted_temporary_link_is_refused(toy, tmp_path, capsys):
     root, spec = toy
     outside = tmp_path / "outside.py"
     outside.write_text("# outside\n")
@@ -142,7 +142,7 @@ def test_seen_7_a_planted_temporary_link_is_refused(toy, tmp_path, capsys):
     assert outside.read_text() == "# outside\n" and tree(root) == before
 
 
-def test_seen_7_links_stay_links_and_owner_and_mode_are_kept(toy):
+def test_links_stay_links_and_owner_and_mode_are_kept(toy):
     root, spec = toy
     os.rename(root / "pkg/b.py", root / "pkg/b_impl.py")
     (root / "pkg/b.py").symlink_to("b_impl.py")
@@ -157,7 +157,7 @@ def test_seen_7_links_stay_links_and_owner_and_mode_are_kept(toy):
     assert tree(root) == before
 
 
-def test_seen_8_a_failed_verb_leaves_no_temporary_file_or_directory(toy, tmp_path, capsys):
+def test_a_failed_verb_leaves_no_temporary_file_or_directory(toy, tmp_path, capsys):
     root, spec = toy
     before = tree(root)
     found = points(_apply(spec, shutil.copytree(root, tmp_path / "probe")), tmp_path / "trace")
@@ -188,7 +188,7 @@ def _spec_variant(spec, tmp_path, old, new):
 
 @pytest.mark.parametrize("case", ["non-utf8-spec", "alias-none", "state-shape", "target-is-a-directory",
                                   "fifo-target", "nan-lock-timeout"])
-def test_seen_9_one_line_errors_and_no_hangs(toy, tmp_path, capsys, case):
+def test_one_line_errors_and_no_hangs(toy, tmp_path, capsys, case):
     root, spec = toy
     argv = _apply(spec, root)
     if case == "non-utf8-spec":
@@ -217,7 +217,7 @@ def test_seen_9_one_line_errors_and_no_hangs(toy, tmp_path, capsys, case):
     assert tree(root) == before
 
 
-def test_seen_10_upgrade_under_a_patched_root(toy, capsys):
+def test_upgrade_under_a_patched_root(toy, capsys):
     root, spec = toy
     ops.apply(spec, "auto", str(root))
     pip_install(root, "2.0")
@@ -243,7 +243,7 @@ def test_seen_10_upgrade_under_a_patched_root(toy, capsys):
     assert tree(root) == {k: v for k, v in upgraded.items() if not k.startswith((".patchspec", "_patchspec_runtime"))}
 
 
-def test_seen_10_pip_uninstall_then_status_and_forget(toy, capsys):
+def test_pip_uninstall_then_status_and_forget(toy, capsys):
     root, spec = toy
     ops.apply(spec, "auto", str(root))
     pip_uninstall(root)
@@ -254,7 +254,7 @@ def test_seen_10_pip_uninstall_then_status_and_forget(toy, capsys):
     assert sorted(p.name for p in root.iterdir()) == []
 
 
-def test_seen_10_drift_reads_the_installed_files_not_a_stale_copy(toy):
+def test_drift_reads_the_installed_files_not_a_stale_copy(toy):
     root, spec = toy
     ops.apply(spec, "auto", str(root))
     pip_install(root, "2.0")
@@ -293,7 +293,7 @@ def _fill(directory, chunk: int) -> None:
         os.close(fd)
 
 
-def test_seen_8_a_full_disk_leaves_nothing_behind(toy, tiny_fs, capsys):
+def test_a_full_disk_leaves_nothing_behind(toy, tiny_fs, capsys):
     _, spec = toy
     disk = tiny_fs("256k", 1000)
     from tests.state.toy import toy_root
@@ -308,7 +308,7 @@ def test_seen_8_a_full_disk_leaves_nothing_behind(toy, tiny_fs, capsys):
     assert tree(root) == before
 
 
-def test_seen_9_no_free_inodes_while_locking_is_one_line(toy, tiny_fs, capsys):
+def test_no_free_inodes_while_locking_is_one_line(toy, tiny_fs, capsys):
     _, spec = toy
     disk = tiny_fs("1m", 24)
     from tests.state.toy import toy_root

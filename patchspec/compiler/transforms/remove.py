@@ -2,11 +2,14 @@
 (a marked ``pass`` when it was the only statement of its block), so check and the journal find it."""
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
+from patchspec.compiler import pattern, scope
 from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
 from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Key, Kind
+from patchspec.compiler.transforms.kind import Binds, Key, Kind
 from patchspec.compiler.transforms.replace import find_rewritten
 
 REMOVED = Action("remove", Place.INSTEAD, rewrites=True, lint=lambda new: None)
@@ -25,6 +28,12 @@ def remove(ctx: TargetContext, params: dict[str, str]):
     return ctx.line_of(node), [NodeEdit(REMOVED, node, line, ctx.owner)]
 
 
+def _unbinds(params: dict[str, str]) -> Binds:
+    """A removed statement no longer binds what it assigned (at its level)."""
+    stmt = ast.parse(pattern.placeholders(params["statement"]).strip()).body[0]
+    return Binds(unbinds=frozenset(scope.statement_binds(stmt)))
+
+
 REMOVE = Kind("remove", "the one statement matching `statement` is removed; a marker comment line stays in its "
               "place (a marked `pass` when it was its block's only statement)", {"statement": Key.REWRITE_PATTERN},
-              remove, actions=(REMOVED,), rewrites=True, rank=9)
+              remove, actions=(REMOVED,), rewrites=True, binds=_unbinds, rank=9)

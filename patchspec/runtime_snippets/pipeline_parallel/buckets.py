@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """vllm-gaudi's shape buckets sized for one microbatch.
 
-Under the scheduler's cap (``scheduler.py``) a step holds at most ceil(max_num_seqs / pp)
+Under the scheduler's cap (``scheduler.py``) a step has at most ceil(max_num_seqs / pp)
 requests, but vllm-gaudi generates its buckets from ``max_num_seqs``: every bucketing
 strategy (exponential, linear, padding-aware, a bucket file) and user-set maxima
 (``VLLM_DECODE_BS_BUCKET_MAX``, ``VLLM_DECODE_BLOCK_BUCKET_MAX``, ...) give decode batch

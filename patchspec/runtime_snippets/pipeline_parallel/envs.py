@@ -5,7 +5,7 @@
 Values are read at each attribute access, not at import, so a process (or a test) may
 set them late.
 
-The transfer timeouts default to a share of vLLM's ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``
+Transfer timeouts default to a share of vLLM's ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``
 (the executor's bound on one step, 300 s by default), so that a silent peer stops the
 waiting stage with the transfer's named error while vLLM still waits for that stage's
 answer; ``startup.py`` refuses an explicit value that leaves it no room.

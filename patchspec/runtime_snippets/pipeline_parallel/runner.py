@@ -32,6 +32,7 @@ import torch
 
 from ._logging import get_logger
 from .handshake import stage_layers
+from .sizes import refuse_oversized_forward
 from .transfer import StageTransfer, in_step
 
 __all__ = [
@@ -104,6 +105,7 @@ def stage(runner: Any) -> Stage | None:
         return None
     found = STAGES.get(runner)
     if found is None:
+        refuse_oversized_forward(runner, runner.parallel_config.tensor_parallel_size)
         found = STAGES[runner] = _stage_from_vllm(runner)
     return found
 

@@ -92,7 +92,7 @@ def _refuse_hidden_transfer_timeout(name: str) -> None:
     needed = math.ceil(transfer / envs.RPC_TIMEOUT_SHARE)
     raise NotImplementedError(
         f"{name}={transfer:g} is not below {envs.RPC_TIMEOUT_SHARE:.0%} of "
-        f"VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS={rpc:g}: vLLM's step timeout would end the "
-        "run before the transfer's error; raise VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS to "
-        f"{needed} or more, or lower {name}"
+        f"VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS={rpc:g}: vLLM's step timeout would end "
+        "the run before the transfer's error; raise VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS "
+        f"to {needed} or more, or lower {name}"
     )

@@ -45,3 +45,9 @@ CASES = [
 @pytest.mark.parametrize("function,transform,source,expected", CASES)
 def test_remove(function, transform, source, expected):
     assert patched(function, transform, source) == d(expected)
+
+
+def test_a_removed_assignment_unbinds_its_name():
+    from patchspec.compiler.transforms import KINDS
+
+    assert KINDS["remove"].binds({"statement": "label = str(label)"}).unbinds == {"label"}
