@@ -398,7 +398,8 @@ def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) 
                                                       f"another spec version or release ({rec.release})"}])
     prepared = prepare(spec_path, release, root, only, state)
     rows = [dataclasses.replace(r, status=WOULD_APPLY) if r.ok else r for r in prepared.plan.resolved]
-    bound = [{"type": "binding", "detail": f"binding: {p}"} for p in binding_problems(prepared)]
+    bound = [{"type": "binding", "detail": f"binding: {p}"}
+             for p in binding_problems(prepared.spec, prepared.plan, prepared.read)]
     marker = prepared.spec.marker
     touched = sorted({r.file for r in prepared.plan.resolved if r.status != Status.SKIPPED})
     partial = [{"type": "partial", "file": rel, "detail": f"partial: {rel} carries {marker!r} but the state "

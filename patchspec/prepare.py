@@ -12,8 +12,7 @@ from pathlib import Path
 
 from patchspec import snippets
 from patchspec.compiler import bindings, encoding, snippet_api
-from patchspec.compiler.edits import Status
-from patchspec.compiler.edits import ConflictError
+from patchspec.compiler.edits import ConflictError, Status
 from patchspec.compiler.plan import Plan, emit, resolve
 from patchspec.errors import Location, PatchspecError
 from patchspec.install import installed, txn
@@ -153,20 +152,26 @@ def patched_texts(specs: list[Spec], files: set[str], root: Root, state: State) 
 
 
 def compile_spec(prepared: Prepared) -> dict[str, str]:
-    raise_plan_errors(prepared.plan)
-    texts = emit_checked(prepared.plan, [prepared.spec])
-    raise_binding_problems(binding_problems(prepared), prepared.spec)
+    return compile_plan(prepared.spec, prepared.plan, prepared.read)
+
+
+def compile_plan(spec: Spec, plan: Plan, read) -> dict[str, str]:
+    """The one verdict of validate, compile, apply and profile new on a spec resolved on a root: the patched
+    texts, or the first thing that refuses it (an unresolved transform, a conflict, what lint finds in the
+    patched file, a ``USES`` binding the release lacks) raised at the spec's line:col."""
+    raise_plan_errors(plan)
+    texts = emit_checked(plan, [spec])
+    raise_binding_problems(binding_problems(spec, plan, read), spec)
     return texts
 
 
-def binding_problems(prepared: Prepared) -> list[str]:
+def binding_problems(spec: Spec, plan: Plan, read) -> list[str]:
     """What anchors cannot show: a member or signature the snippets use (their ``USES``) that the release
     lacks, or what lint found in the inserted code (a name not bound before it...): emit first."""
-    spec, plan = prepared.spec, prepared.plan
     present = {package_of(r.file) for r in plan.resolved if r.status != Status.SKIPPED}
     uses = {rel: entries for rel, entries in snippets.read_package(snippet_api.declared_uses, spec).items()
             if package_of(rel) in present}
-    parsed = bindings.tree_reader(prepared.read)
+    parsed = bindings.tree_reader(read)
     found = bindings.problems(uses, lambda rel: plan.sources[rel].tree if rel in plan.sources else parsed(rel),
                               bindings.spec_binds(spec))
     return found + [str(p) for p in plan.problems]

@@ -12,11 +12,13 @@ from packaging.utils import canonicalize_name
 
 from patchspec import yamlloc
 from patchspec.compiler.drift import UNRECORDED, Candidate, DriftRow, has_pattern, report
+from patchspec.compiler.plan import resolve
 from patchspec.errors import PatchspecError
 from patchspec.install import installed
 from patchspec.install.root import Root
 from patchspec.install.state import load_state
-from patchspec.prepare import pristine_reader
+from patchspec.model import Spec
+from patchspec.prepare import compile_plan, pristine_reader
 from patchspec.releases import profiles
 from patchspec.releases.drift_cache import cached_binding_rows
 from patchspec.releases.report import row_line
@@ -60,7 +62,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
         forms = [profiles.for_release(base, previous)] if previous and previous.covers(base.name) else []
         reports = [report(spec, read, root.has_package, {}) for spec in forms + [base]]
         overrides = (previous.specs or {}).get(base.name, {}).get("overrides", {}) if previous else {}
-        kept, prints = {}, {}
+        kept, prints, chosen, held = {}, {}, {}, len(needs)
         for target in base.targets:
             for spec, rows in zip(forms + [base], reports):
                 mine = [r for r in rows if r.target == target.id]
@@ -68,6 +70,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
                     prints[target.id] = mine[0].fingerprint
                     if spec is not base and target.id in overrides:
                         kept[target.id] = _plain(overrides[target.id])
+                    chosen[target.id] = next(t for t in spec.targets if t.id == target.id)
                     break
             else:
                 renamed = _renamed_to(target, mine)
@@ -81,6 +84,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
                         kept[target.id] = {"function": renamed.qualname}
                         prints[target.id] = rows[0].fingerprint
                         notes.append(f"accepted: {suggestion}")
+                        chosen[target.id] = moved
                         continue
                 needs += [f"{base.name}: {row_line(r)}" for r in mine if r.drift != UNRECORDED]
                 broken += [f"{base.name} {r.target}#{r.index} {r.kind} {r.function}: {r.drift}"
@@ -90,6 +94,10 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
             if row.severity:
                 needs.append(f"{base.name}: {row_line(row)}")
                 broken.append(f"{base.name} uses {row.target}: {row.drift}")
+        if len(needs) == held:   # every target resolves: the verdict compile and apply give, on the draft
+            refused = _refusal(base.with_targets(tuple(chosen[t.id] for t in base.targets)), read, root)
+            needs += [f"{base.name}: {refused}"] if refused else []
+            broken += [f"{base.name}: {refused}"] if refused else []
         dropped = sorted(set(overrides) - set(kept))
         if dropped:
             notes.append(f"{base.name}: overrides of {old} not carried (the spec's own form resolves, or "
@@ -118,6 +126,16 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return ProfileDraft(path, text, needs, notes)
+
+
+def _refusal(spec: Spec, read, root: Root) -> str | None:
+    """What refuses the spec as this draft would pair it with the release (``prepare.compile_plan``, the
+    one verdict), or None when it holds."""
+    try:
+        compile_plan(spec, resolve([spec], read, root.has_package), read)
+    except PatchspecError as exc:
+        return exc.message.removesuffix("; nothing was written")
+    return None
 
 
 def _pin(item: installed.Installed):

@@ -217,9 +217,10 @@ def _read_index() -> dict:
 
 
 def _write_index(index: dict) -> None:
-    """Replaced whole (a reader never sees half a file); a lost race loses entries, never correctness.
-    An index that cannot be written is no error: the next verb reads the profiles again."""
-    entries = index["entries"]
+    """Merged with what other processes wrote since it was read, then replaced whole (a reader never
+    sees half a file); a lost race loses entries, never correctness. An index that cannot be written is
+    no error: the next verb reads the profiles again."""
+    entries = {**_read_index()["entries"], **index["entries"]}
     index["entries"] = dict(list(entries.items())[-INDEX_SIZE:])
     path = _index_path()
     try:

@@ -98,7 +98,7 @@ def test_inserted_code_reads_names_bound_before_it(gaudi_root):
     prepared = prepare(str(SPEC), gaudi_root[1], str(gaudi_root[0]), only={"vllm_gaudi"})
     emit(prepared.plan, [prepared.spec])
     assert set(prepared.plan.rendered) >= {(rel, f) for rel, functions in HOOKED.items() for f in functions}
-    assert binding_problems(prepared) == []
+    assert binding_problems(prepared.spec, prepared.plan, prepared.read) == []
 
 
 @pytest.mark.parametrize("mutation", ["moved-helper", "renamed-parameter", "lost-attribute", "renamed-local"])

