@@ -40,6 +40,7 @@ from patchspec.prepare import (
     pristine_reader,
     raise_plan_errors,
 )
+from patchspec.results import Note, NoteKind, notes_of
 from patchspec.spec import load_spec, spec_text
 
 
@@ -48,7 +49,7 @@ class ApplyResult:
     changed: bool
     files: list[str]
     skipped: list[Resolved] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)   # recovery, dropped stale records, RECORD warnings
+    notes: list[Note] = field(default_factory=list)   # recovery, dropped stale records, RECORD warnings
     proof: proof.Proof | None = None                 # the run-time proof, when it ran
 
 
@@ -89,12 +90,13 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
     txn.check_writable(root.path)
     runs = interpreter.find(root.path, python)
     with locked(root, lock_timeout):
-        notes = txn.recover(root)
+        notes = notes_of(NoteKind.RECOVERY, txn.recover(root))
         state = load_state(root)
         records = PipRecords(root)
         writes: dict[str, bytes | None] = {}
-        notes += _drop_stale(root, state, records, [load_spec(spec_path).name], writes)
-        prepared = prepare(spec_path, release, root_path, only, state)
+        base = load_spec(spec_path)
+        notes += notes_of(NoteKind.REPLACED, _drop_stale(root, state, records, [base.name], writes))
+        prepared = prepare(spec_path, release, root, only, state, base)   # the root and the spec opened once
         spec = prepared.spec
         skipped = [r for r in prepared.plan.resolved if r.status == Status.SKIPPED]
         if spec.name in state.specs:
@@ -103,7 +105,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
                 raise PatchspecError(f"spec {spec.name} is applied from another version of the spec or "
                                      f"release ({rec.release}); unapply it first", file=spec_path)
             _verify_unchanged(root, state, spec.name)
-            notes += [f"warning: {w}" for w in prepared.warnings]
+            notes += [Note(NoteKind.WARNING, f"warning: {w}") for w in prepared.warnings]
             shown = None
             if verify and runs is not None and rec.proof not in (Proof.LIVE, Proof.STATIC):
                 shown = _prove_or_undo(root, spec.name, runs, timeout)
@@ -162,7 +164,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         writes[STATE_FILE] = state.dump()
         txn.commit(root, writes)
         shown = _prove_or_undo(root, spec.name, runs, timeout) if rec.proof == Proof.PENDING else None
-        return ApplyResult(True, sorted(files), skipped, notes + warnings, shown)
+        return ApplyResult(True, sorted(files), skipped, notes + notes_of(NoteKind.WARNING, warnings), shown)
 
 
 def _prove_or_undo(root: Root, name: str, runs: interpreter.Interpreter, timeout: float) -> proof.Proof:
@@ -239,7 +241,7 @@ def _verify_unchanged(root: Root, state: State, name: str) -> None:
 @dataclass
 class UnapplyResult:
     actions: list[tuple[str, str]]   # (path, what was done to it)
-    notes: list[str] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
 
 
 def unapply(spec_name_or_path: str, root_path: str, force: bool = False,
@@ -250,7 +252,7 @@ def unapply(spec_name_or_path: str, root_path: str, force: bool = False,
     txn.check_writable(root.path)
     runs = interpreter.find(root.path, python)
     with locked(root, lock_timeout):
-        notes = txn.recover(root)
+        notes = notes_of(NoteKind.RECOVERY, txn.recover(root))
         actions = _unapply_locked(root, _spec_name(spec_name_or_path), force, runs)
         return UnapplyResult(actions, notes)
 
@@ -308,11 +310,11 @@ def _spec_name(spec_name_or_path: str) -> str:
     return spec_name_or_path
 
 
-def recover(root_path: str, lock_timeout: float = 30.0) -> list[str]:
+def recover(root_path: str, lock_timeout: float = 30.0) -> list[Note]:
     """Roll back an interrupted apply or unapply from its journal."""
     root = Root.open(root_path)
     with locked(root, lock_timeout):
-        return txn.recover(root) or ["nothing to recover"]
+        return notes_of(NoteKind.RECOVERY, txn.recover(root)) or [Note(NoteKind.NOTE, "nothing to recover")]
 
 
 def forget(spec_name_or_path: str, root_path: str, lock_timeout: float = 30.0) -> list[tuple[str, str]]:

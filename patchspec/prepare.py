@@ -38,9 +38,10 @@ class Prepared:
 
 
 def prepare(spec_path: str, release: str, root_path: str | Root, only: set[str] | None = None,
-            state: State | None = None) -> Prepared:
+            state: State | None = None, base: Spec | None = None) -> Prepared:
+    """``base``: the spec at ``spec_path`` when the caller has loaded it already (it is loaded once)."""
     root = txn.pending_view(Root.open(root_path))  # as before an interrupted run, if one is pending
-    base = load_spec(spec_path)
+    base = load_spec(spec_path) if base is None else base
     directory = profiles.releases_dir(spec_path)
     warnings: list[str] = []
     found = installed.scan(root.path)

@@ -102,10 +102,11 @@ def cmd_compile(args) -> Outcome:
     from patchspec.cli.present import plan_line, report_json, report_lines
     from patchspec.prepare import compile_spec, prepare
     from patchspec.releases import report
+    from patchspec.results import Note, NoteKind
 
     prepared = prepare(args.spec, args.release, args.root, _only(args))
     texts = compile_spec(prepared)
-    out = _notes([f"warning: {w}" for w in prepared.warnings])
+    out = _notes([Note(NoteKind.WARNING, f"warning: {w}") for w in prepared.warnings])
     out.results += [_row(r) for r in prepared.plan.resolved]
     out.lines += [plan_line(r) for r in prepared.plan.resolved]
     if args.output:
@@ -127,11 +128,10 @@ def _write_output(out: Path, rel: str, text: str) -> None:
         raise PatchspecError(f"cannot write the compiled file: {exc.strerror}", file=str(out / rel)) from None
 
 
-def _notes(notes: list[str]) -> Outcome:
-    """Recovery of an interrupted run, records dropped after an upgrade, warnings: before a verb's lines."""
-    kinds = {"recovered": "recovery", "dropped": "replaced", "warning": "warning"}
-    return Outcome(Exit.OK, [{"type": kinds.get(n.split(":", 1)[0], "note"), "detail": n} for n in notes],
-                   list(notes))
+def _notes(notes) -> Outcome:
+    """Recovery of an interrupted run, records dropped after an upgrade, warnings (``results.Note``): before
+    a verb's lines."""
+    return Outcome(Exit.OK, [n.to_json() for n in notes], [n.text for n in notes])
 
 
 def cmd_apply(args) -> Outcome:

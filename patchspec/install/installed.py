@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 
 from patchspec.install.root import Root
 from patchspec.install.state import PackageRecord, State, sha256
+from patchspec.results import FileState
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,8 @@ def _version_file(package: Path) -> tuple[str, str] | None:
     return None
 
 
-AS_WRITTEN, EDITED, REPLACED, REMOVED, MISSING = "as-written", "edited", "replaced", "removed", "missing"
+AS_WRITTEN, EDITED, REPLACED, REMOVED, MISSING = (FileState.AS_WRITTEN, FileState.EDITED, FileState.REPLACED,
+                                                  FileState.REMOVED, FileState.MISSING)
 
 
 class PipRecords:
@@ -178,7 +180,7 @@ class PipRecords:
                 out[rel.split("/", 1)[0]] = PackageRecord(dist.version, dist.record_sha256)
         return out
 
-    def file_status(self, state: State, rel: str) -> str:
+    def file_status(self, state: State, rel: str) -> FileState:
         data = self.root.read_bytes(rel)
         want = state.files[rel].patched_sha256 if rel in state.files else state.snippets[rel].sha256
         current = sha256(data)

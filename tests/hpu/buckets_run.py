@@ -48,7 +48,8 @@ def run(case: dict) -> dict:
         for bs, _, blocks in stock.decode_buckets:
             bs = min(bs, cap)
             bounded.find_decode_bucket(bs, blocks if contiguous else min(blocks, bs * per_request))
-        return {"contiguous_pa": contiguous, "stock": stock.decode_buckets, "bounded": bounded.decode_buckets[:prepared],
+        return {"contiguous_pa": contiguous, "stock": stock.decode_buckets,
+                "bounded": bounded.decode_buckets[:prepared],
                 "stock_prompt": stock.prompt_buckets, "bounded_prompt": bounded.prompt_buckets,
                 "added_by_lookups": len(bounded.decode_buckets) - prepared}
     finally:

@@ -75,7 +75,7 @@ def test_interrupted_unapply_is_finished_by_unapply(toy, tmp_path):
     ops.apply(spec, "auto", str(root))
     argv = ["unapply", "toy", "--root", str(root)]
     assert _kill_at(root, argv, "rename", 2, tmp_path) == -9  # one file restored, one still patched
-    assert ops.unapply("toy", str(root)).notes[0].startswith("recovered:")
+    assert ops.unapply("toy", str(root)).notes[0].text.startswith("recovered:")
     assert tree(root) == before
     ops.apply(spec, "auto", str(root))
     assert _kill_at(root, argv, "rename", 2, tmp_path) == -9

@@ -1,0 +1,38 @@
+"""Typed results that cross layers: what a verb notes beside its work, and what state a patched file is in.
+
+Each carries its own JSON form; the command line prints ``text`` as the line and ``to_json()`` as the record.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class NoteKind(enum.StrEnum):
+    RECOVERY = "recovery"      # an interrupted run rolled back first
+    REPLACED = "replaced"      # a record an upgrade or a reinstall made stale, dropped
+    WARNING = "warning"        # applied all the same: a forced release, a file changed after install
+    NOTE = "note"              # anything else worth a line
+
+
+@dataclass(frozen=True)
+class Note:
+    kind: NoteKind
+    text: str
+
+    def to_json(self) -> dict:
+        return {"type": str(self.kind), "detail": self.text}
+
+
+def notes_of(kind: NoteKind, texts: list[str]) -> list[Note]:
+    return [Note(kind, text) for text in texts]
+
+
+class FileState(enum.StrEnum):
+    """A patched or installed file against the state record (``status``, ``unapply``)."""
+
+    AS_WRITTEN = "as-written"
+    EDITED = "edited"
+    REPLACED = "replaced"       # by the installed release's own bytes (an upgrade, a reinstall)
+    REMOVED = "removed"         # with its package
+    MISSING = "missing"
