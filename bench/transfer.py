@@ -93,7 +93,7 @@ def _decode(stage, t, pp, tp_group):
     flat = torch.cat([v.reshape(-1) for v in tensors.values()]).view(torch.uint8)
     into = torch.empty_like(flat)
     peer = 1 - stage
-    ours = StageTransfer(pp)
+    ours = StageTransfer(pp, timeout_s=WORKER_TIMEOUT_S)
 
     def bounce(send, recv):
         def fn():
@@ -141,8 +141,8 @@ def _prefill(stage, t, pp, tp_group):
 
     peer = 1 - stage
     ack = torch.zeros(1, dtype=torch.int64)
-    split = StageTransfer(pp, tp_group, split_bytes=MiB)
-    whole = StageTransfer(pp, tp_group, split_bytes=1 << 40)
+    split = StageTransfer(pp, tp_group, split_bytes=MiB, timeout_s=WORKER_TIMEOUT_S)
+    whole = StageTransfer(pp, tp_group, split_bytes=1 << 40, timeout_s=WORKER_TIMEOUT_S)
 
     def delivered(send, recv):
         def fn():

@@ -151,7 +151,7 @@ class _Module:
                         and isinstance(node.value, ast.Name) and node.value.id == "self"):
                     return node
             if klass in self.tree.body:
-                for attr, stmt in scope.attribute_assignments(self.tree, klass.name):
+                for attr, stmt, _value in scope.attribute_assignments(self.tree, klass.name):
                     if attr == name:
                         return stmt
         return None

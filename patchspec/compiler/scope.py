@@ -177,55 +177,74 @@ def reads_name(node: ast.AST, name: str) -> bool:
 
 @dataclass(frozen=True)
 class Rebinding:
-    """A binding that runs after the module's own statements: a function's ``global`` rebinding, or a
-    module-level ``Class.attr = ...``."""
+    """A binding that runs after the module's own statements: a function's ``global`` rebinding, a
+    ``Class.attr = ...`` (or ``setattr(Class, "attr", ...)``) at module level or inside a function."""
 
     node: ast.stmt          # the statement that binds
-    via: ast.AST | None     # the function whose ``global`` declaration makes it a module binding
     keeps: bool             # its value reads the name it rebinds (``f = deco(f)``): it wraps the original
+    where: str = ""         # the function it runs in, when it is one's (it runs when that is called)
 
     def describe(self) -> str:
-        text = f"line {self.node.lineno} (`{statement_text(self.node)}`"
-        if self.via is not None:
-            text += f", through `global` in {self.via.name}, line {self.via.lineno}"
-        return text + ")"
+        return f"line {self.node.lineno} (`{statement_text(self.node)}`{self.where})"
 
 
 def global_rebindings(tree: ast.Module, name: str) -> list[Rebinding]:
     """Statements that bind the module-level ``name`` from inside a function declaring it ``global``."""
-    return list(_global_rebindings(tree).get(name, ()))
+    return list(_function_rebindings(tree).get(name, ()))
+
+
+def attribute_rebindings(tree: ast.Module, owner: str, attr: str, after: int) -> list[Rebinding]:
+    """What sets ``owner.attr`` once the class stands: a module-level statement after line ``after``, or a
+    function's statement (any line: it runs when the function is called)."""
+    return [Rebinding(stmt, _keeps(value, attr, owner)) for name, stmt, value in attribute_assignments(tree, owner)
+            if name == attr and stmt.lineno > after] + list(_function_rebindings(tree).get((owner, attr), ()))
 
 
 @functools.lru_cache(maxsize=16)
-def _global_rebindings(tree: ast.Module) -> dict[str, list[Rebinding]]:
-    """``global_rebindings`` of every name, from one walk of the module (a walk per target made resolving
-    quadratic in the number of targets of a file)."""
-    found: dict[str, list[Rebinding]] = {}
+def _function_rebindings(tree: ast.Module) -> dict[str | tuple[str, str], list[Rebinding]]:
+    """From one walk of the module (a walk per target made resolving quadratic in the number of targets
+    of a file): by ``name``, the statements binding a module-level name through ``global``; by
+    ``(owner, attr)``, those setting an attribute of a module-level name the function does not bind."""
+    found: dict[str | tuple[str, str], list[Rebinding]] = {}
     for func in ast.walk(tree):
         if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         body = list(walk_scope(func.body))
         declared = {name for n in body if isinstance(n, ast.Global) for name in n.names}
-        if not declared:
-            continue
+        local = ({a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
+                 | {name for n in body for name in bound_by(n)}) - declared
+        through = f", through `global` in {func.name}, line {func.lineno}"
+        inside = f", in {func.name}, line {func.lineno}"
         for stmt in body:
-            if isinstance(stmt, ast.stmt) and not isinstance(stmt, ast.Global):
-                for name in sorted(declared & statement_binds(stmt)):
-                    found.setdefault(name, []).append(Rebinding(stmt, func, keeps(stmt, name)))
+            if not isinstance(stmt, ast.stmt) or isinstance(stmt, ast.Global):
+                continue
+            for name in sorted(declared & statement_binds(stmt)):
+                found.setdefault(name, []).append(Rebinding(stmt, keeps(stmt, name), through))
+            for owner, attr, value in _attribute_sets(stmt):
+                if owner not in local:
+                    found.setdefault((owner, attr), []).append(Rebinding(stmt, _keeps(value, attr, owner), inside))
     return found
 
 
-def attribute_assignments(tree: ast.Module, owner: str) -> list[tuple[str, ast.stmt]]:
-    """``(attr, statement)`` of every module-level ``owner.attr = value`` (inside ``if``/``try`` too)."""
+def _attribute_sets(stmt: ast.stmt) -> list[tuple[str, str, ast.AST]]:
+    """``(owner, attr, value)`` for a statement ``owner.attr = value`` or ``setattr(owner, "attr", value)``."""
+    if isinstance(stmt, ast.Expr) and isinstance(call := stmt.value, ast.Call) and _is(call.func, "setattr") \
+            and len(call.args) == 3 and isinstance(call.args[0], ast.Name) and _is_str(call.args[1]):
+        return [(call.args[0].id, call.args[1].value, call.args[2])]
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] \
+        if isinstance(stmt, ast.AnnAssign | ast.AugAssign) and getattr(stmt, "value", None) else []
+    return [(t.value.id, t.attr, stmt.value) for t in targets
+            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)]
+
+
+def attribute_assignments(tree: ast.Module, owner: str) -> list[tuple[str, ast.stmt, ast.AST]]:
+    """``(attr, statement, value)`` of every module-level ``owner.attr = value`` or ``setattr(owner, "attr",
+    value)`` (inside ``if``/``try`` too)."""
     found = []
 
     def scan(body: list[ast.stmt]) -> None:
         for stmt in body:
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] \
-                if isinstance(stmt, ast.AnnAssign | ast.AugAssign) and getattr(stmt, "value", None) else []
-            for t in targets:
-                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == owner:
-                    found.append((t.attr, stmt))
+            found.extend((attr, stmt, value) for who, attr, value in _attribute_sets(stmt) if who == owner)
             for _key, _text, block in blocks(stmt):
                 scan(block)
 
@@ -233,16 +252,13 @@ def attribute_assignments(tree: ast.Module, owner: str) -> list[tuple[str, ast.s
     return found
 
 
-def attribute_rebindings(tree: ast.Module, owner: str, attr: str) -> list[Rebinding]:
-    return [Rebinding(stmt, None, keeps(stmt, attr, owner)) for name, stmt in attribute_assignments(tree, owner)
-            if name == attr]
-
-
-def keeps(stmt: ast.stmt, name: str, owner: str | None = None) -> bool:
+def keeps(stmt: ast.stmt, name: str) -> bool:
     """Whether a rebinding's value reads what it rebinds (``f = deco(f)``): it wraps the original."""
     value = getattr(stmt, "value", None)
-    if value is None:
-        return False
+    return value is not None and _keeps(value, name)
+
+
+def _keeps(value: ast.AST, name: str, owner: str | None = None) -> bool:
     if owner is None:
         return reads_name(value, name)
     return any(isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.value, ast.Name)
@@ -264,7 +280,7 @@ def class_names(cls: ast.ClassDef, tree: ast.Module | None = None) -> set[str]:
     """Names a class binds: its body's, and the module's ``Class.attr = ...`` for a module-level class."""
     names = {n for stmt in cls.body for node in walk_scope([stmt]) for n in bound_by(node)}
     if tree is not None and cls in tree.body:
-        names |= {attr for attr, _stmt in attribute_assignments(tree, cls.name)}
+        names |= {attr for attr, _stmt, _value in attribute_assignments(tree, cls.name)}
     return names
 
 

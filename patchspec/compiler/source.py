@@ -189,12 +189,12 @@ class SourceFile:
 
     def _refuse_rebound(self, parts: list[str], found: DefNode) -> None:
         """A definition replaced after the module's statements ran: by a function's ``global`` rebinding
-        of a module-level name, or by a module-level ``Class.attr = ...`` of a class's member."""
+        of a module-level name, or by a ``Class.attr = ...`` of a class's member (at module level after
+        the class, or in a function)."""
         if len(parts) == 1:
             later = scope.global_rebindings(self.tree, parts[0])
         elif len(parts) == 2:
-            later = [r for r in scope.attribute_rebindings(self.tree, parts[0], parts[1])
-                     if r.node.lineno > found.lineno]
+            later = scope.attribute_rebindings(self.tree, parts[0], parts[1], found.lineno)
         else:
             return
         replacing = [r for r in later if not r.keeps]

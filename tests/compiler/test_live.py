@@ -53,6 +53,26 @@ def _verdict(source: str, function: str, transform: dict, branch: str | None = N
         A.m = other
         """, "A.m", "A.m is rebound at line 4 (`A.m = other`)", id="a module-level Class.attr"),
     pytest.param("""
+        class A:
+            def m(self):
+                return 1
+        def install():
+            A.m = other
+        """, "A.m", "A.m is rebound at line 5 (`A.m = other`, in install, line 4", id="a function's Class.attr"),
+    pytest.param("""
+        class A:
+            def m(self):
+                return 1
+        setattr(A, "m", other)
+        """, "A.m", "A.m is rebound at line 4 (`setattr(A, 'm', other)`)", id="a module-level setattr"),
+    pytest.param("""
+        class A:
+            def m(self):
+                return 1
+        def install(cls):
+            setattr(A, "m", other)
+        """, "A.m", "A.m is rebound at line 5 (`setattr(A, 'm', other)`, in install", id="a function's setattr"),
+    pytest.param("""
         try:
             from fast import K
         except ImportError:
@@ -71,6 +91,18 @@ def _verdict(source: str, function: str, transform: dict, branch: str | None = N
 def test_a_target_that_is_not_the_live_binding_is_refused_naming_the_binding(source, function, why):
     status, detail = _verdict(source, function, WRAP)
     assert status in ("not-live", "target-ambiguous") and why in detail, detail
+
+
+@pytest.mark.parametrize("source", [
+    pytest.param("class A:\n    def m(self):\n        return 1\ndef install():\n    A.m = deco(A.m)\n",
+                 id="a function's Class.attr that wraps the method"),
+    pytest.param("class A:\n    def m(self):\n        return 1\ndef install(A):\n    A.m = other\n",
+                 id="a parameter of that name is another object"),
+    pytest.param("class A:\n    def m(self):\n        return 1\ndef install(cls):\n    setattr(cls, 'm', other)\n",
+                 id="a setattr on another name"),
+])
+def test_a_rebinding_that_keeps_the_method_or_binds_another_object_is_no_refusal(source):
+    assert _verdict(source, "A.m", WRAP)[0] == "ok"
 
 
 @pytest.mark.parametrize("source, function, branch, line", [

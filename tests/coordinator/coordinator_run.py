@@ -237,8 +237,92 @@ def queue_shutdown(stage: int) -> dict:
     return out
 
 
+# Steps of the failed-step scenario: (padded tokens, seed); stage 0's forward fails in the second, and the
+# third has the same padded count (the next chunk of one long prompt).
+WORKER_STEPS = [(8, 11), (8, 12), (8, 13)]
+FAILING_STEP = 1
+
+
+class StandInModelRunner:
+    """The model runner under vLLM's real ``Worker.execute_model``: stage 0 returns each step's
+    IntermediateTensors (raising in ``FAILING_STEP``, as an out-of-memory in a long prefill does), stage 1
+    reads the received ones through the real ``sync_and_gather_intermediate_tensors``."""
+
+    def __init__(self, stage: int):
+        self.stage, self.steps, self.received = stage, 0, []
+        self.runner = Runner()
+        self.is_pooling_model = False
+
+    def execute_model(self, scheduler_output, intermediate_tensors=None):
+        from vllm.sequence import IntermediateTensors
+
+        step, self.steps = self.steps, self.steps + 1
+        num_tokens, seed = WORKER_STEPS[step]
+        if self.stage == 0:
+            if step == FAILING_STEP:
+                raise torch.OutOfMemoryError("out of memory in a long prefill")
+            return IntermediateTensors(step_tensors(num_tokens, seed))
+        self.received.append(digest(self.runner.consume(intermediate_tensors, num_tokens)))
+        return None
+
+
+def worker_steps(stage: int, config) -> dict:
+    """Each step through the release's own ``Worker.execute_model`` (bound to a stand-in worker holding
+    what it reads), as vLLM's worker loop runs it: an exception on stage 0, a non-output rank, is
+    logged and dropped, and the next step runs."""
+    from contextlib import nullcontext
+    from vllm.v1.worker.gpu_worker import Worker
+
+    worker = SimpleNamespace(_pp_send_work=[], vllm_config=config, use_v2_model_runner=False,
+                             model_runner=StandInModelRunner(stage), annotate_profile=lambda _: nullcontext())
+    out: dict = {"sent": [digest(step_tensors(n, seed)) for n, seed in WORKER_STEPS], "errors": []}
+    # stage 1 runs the steps it can receive: stock, its second gets the third step's tensors
+    for num_tokens, _ in WORKER_STEPS if stage == 0 else WORKER_STEPS[:-1]:
+        started = time.monotonic()
+        try:
+            Worker.execute_model(worker, SimpleNamespace(total_num_scheduled_tokens=num_tokens,
+                                                         num_scheduled_tokens={"r": num_tokens}))
+        except Exception as e:  # noqa: BLE001 - the worker loop's part, reported to the test
+            out["errors"].append([f"{type(e).__name__}: {e}", time.monotonic() - started])
+    for handle in worker._pp_send_work:
+        handle.wait()
+    out["received"] = worker.model_runner.received
+    # stage 0 stays until stage 1 has read what it sent (0.30 reaps a dict's metadata send lazily)
+    torch.distributed.barrier(group=ps.get_world_group().cpu_group)
+    return out
+
+
+def worker_main(scenario: str, rank: int, port: str) -> None:
+    """The world as vLLM's worker starts it (``init_worker_distributed_environment``, where the spec's
+    handshake runs), with a tiny model's config for the layer ranges; ``VLLM_PP_LAYER_PARTITION`` may
+    differ between the two processes, as between two nodes."""
+    from vllm.config import (DeviceConfig, ModelConfig, ParallelConfig, VllmConfig,
+                             set_current_vllm_config)
+    from vllm.v1.worker.gpu_worker import init_worker_distributed_environment
+
+    partition = os.environ.get(f"PARTITION_{rank}")
+    if partition:
+        os.environ["VLLM_PP_LAYER_PARTITION"] = partition
+    config = VllmConfig(model_config=ModelConfig(model=os.environ["TINY_MODEL"], skip_tokenizer_init=True),
+                        device_config=DeviceConfig(device="cpu"),
+                        parallel_config=ParallelConfig(pipeline_parallel_size=2))
+    out: dict = {}
+    with set_current_vllm_config(config):
+        try:
+            init_worker_distributed_environment(config, rank, f"tcp://127.0.0.1:{port}", rank, backend="gloo")
+            out["started"] = True
+        except Exception as e:  # noqa: BLE001 - reported to the test
+            out["started"], out["error"] = False, f"{type(e).__name__}: {e}"
+        if out["started"] and scenario == "failed_step":
+            out.update(worker_steps(rank, config))
+    print(json.dumps(out), flush=True)
+    os._exit(0)
+
+
 def main() -> None:
     scenario, rank, port, out_dir = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    if scenario in ("failed_step", "partition"):
+        return worker_main(scenario, rank, port)
     from vllm.config import DeviceConfig, ParallelConfig, VllmConfig, set_current_vllm_config
 
     config = VllmConfig(device_config=DeviceConfig(device="cpu"), parallel_config=ParallelConfig(pipeline_parallel_size=2))

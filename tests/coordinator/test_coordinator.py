@@ -25,9 +25,13 @@ SPEC = HERE.parents[1] / "specs" / "pipeline-transfer.yaml"
 RELEASES = ["0.26.0", "0.30.0"]
 TIMEOUT_S = 3.0  # the transfer's, VLLM_PP_TRANSFER_TIMEOUT_S
 STOCK_WAIT_S = 3 * TIMEOUT_S
-RUN_S = 240.0
+RUN_S = 420.0  # every scenario's processes at once, on a machine that may be busy
 # scenario -> root; "stock" runs the round trip, the injection and a silent peer on stock vLLM
-SCENARIOS = {"roundtrip": "patched", "silent_then_dead": "patched", "injection": "patched", "stock": "pristine"}
+SCENARIOS = {"roundtrip": "patched", "silent_then_dead": "patched", "injection": "patched", "stock": "pristine",
+             "failed_step": "patched", "failed_step_stock": "pristine", "partition": "patched"}
+# Per scenario: VLLM_PP_LAYER_PARTITION of each process (two nodes configured differently) for the tiny
+# model's 6 layers.
+PARTITIONS = {"partition": ("4,2", "3,3")}
 
 
 def _free_port() -> int:
@@ -36,13 +40,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _start(root: Path, scenario: str, rank: int, port: int, out_dir: Path) -> subprocess.Popen:
+def _start(root: Path, scenario: str, rank: int, port: int, out_dir: Path, model: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(root), "VLLM_LOGGING_LEVEL": "INFO", "GLOO_SOCKET_IFNAME": "lo",
            "VLLM_PP_TRANSFER_TIMEOUT_S": str(TIMEOUT_S), "VLLM_PP_TRANSFER_STATS_EVERY": "2",
-           "STOCK_WAIT_S": str(STOCK_WAIT_S)}
-    return subprocess.Popen([sys.executable, str(HERE / "coordinator_run.py"), scenario, str(rank), str(port),
+           "STOCK_WAIT_S": str(STOCK_WAIT_S), "TINY_MODEL": str(model)}
+    env.pop("VLLM_PP_LAYER_PARTITION", None)
+    if scenario in PARTITIONS:
+        env[f"PARTITION_{rank}"] = PARTITIONS[scenario][rank]
+    name = scenario.removesuffix("_stock") if scenario != "stock" else scenario
+    return subprocess.Popen([sys.executable, str(HERE / "coordinator_run.py"), name, str(rank), str(port),
                              str(out_dir)], env=env, cwd=str(HERE), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+
+
+# A tiny decoder's configuration: the layer ranges come from vLLM's ModelConfig as in a real worker.
+TINY_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+               "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4,
+               "num_hidden_layers": 6, "vocab_size": 256, "max_position_embeddings": 256,
+               "rms_norm_eps": 1e-6, "torch_dtype": "float32"}
 
 
 def _last_json(text: str):
@@ -59,13 +74,16 @@ def runs(request, vllm_release, tmp_path_factory):
     patched = shutil.copytree(pristine, base / "patched")
     ops.apply(str(SPEC), f"v{request.param}", str(patched))
     roots = {"pristine": pristine, "patched": patched}
+    model = base / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(TINY_CONFIG))
     procs: dict[str, list[subprocess.Popen]] = {}
     try:
         for scenario, kind in SCENARIOS.items():
             out_dir = base / scenario
             out_dir.mkdir()
             port = _free_port()
-            procs[scenario] = [_start(roots[kind], scenario, rank, port, out_dir) for rank in (0, 1)]
+            procs[scenario] = [_start(roots[kind], scenario, rank, port, out_dir, model) for rank in (0, 1)]
         deadline = time.monotonic() + RUN_S
         results = {}
         for scenario, pair in procs.items():
@@ -163,3 +181,33 @@ def test_remote_queue_reader_woken_by_shutdown_stock_waits_out_its_timeout(runs)
     _, stock = runs["queue_stock"]
     assert stock["error"] == "TimeoutError: "
     assert stock["after_s"] >= STOCK_WAIT_S
+
+
+def test_a_failed_step_on_stage_0_aborts_stage_1_stock_shifts_the_steps(runs):
+    """Through vLLM's own ``Worker.execute_model``: stage 0's second step raises (its worker loop drops a
+    non-output rank's exception and runs the next step). With the spec stage 1 stops at once with the
+    named abort and the reason; stock, stage 1 takes the third step's hidden states as the second's."""
+    sender, receiver = runs["failed_step"]
+    assert receiver["received"] == sender["sent"][:1]
+    [(error, after_s)] = receiver["errors"]
+    assert error == ("PipelineAbortError: pipeline transfer: the previous stage (rank 0) failed in step 2, "
+                     "forward 0, and aborted: OutOfMemoryError: out of memory in a long prefill")
+    assert after_s < TIMEOUT_S
+    assert [e[0].split(":")[0] for e in sender["errors"]] == ["OutOfMemoryError", "PipelineAbortError"]
+    stock_sender, stock_receiver = runs["failed_step_stock"]
+    assert stock_receiver["errors"] == []
+    assert stock_receiver["received"] == [stock_sender["sent"][0], stock_sender["sent"][2]]
+
+
+def test_nodes_with_different_partitions_refuse_to_start_stock_starts(runs):
+    """VLLM_PP_LAYER_PARTITION=4,2 on one node and 3,3 on the other: layer 3 would run twice. The
+    handshake in ``init_worker_distributed_environment`` refuses on both (stock has no such check: its
+    start-up compares nothing between the stages)."""
+    for stage, other in ((0, 1), (1, 0)):
+        out = runs["partition"][stage]
+        assert out["started"] is False
+        assert out["error"] == (f"PipelineHandshakeError: pipeline start-up: stage {stage} and stage {other} "
+                                f"(rank {other}) differ: stage 0 runs layers 0-3, stage 1 starts at layer 3; "
+                                "set the same VLLM_PP_LAYER_PARTITION on every node")
+    # the same start-up with one partition passes the handshake (the failed-step scenario ran after it)
+    assert all(out["started"] for out in runs["failed_step"])

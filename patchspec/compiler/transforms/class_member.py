@@ -61,7 +61,7 @@ def _refuse_existing(kind: str, ctx: TargetContext, cls: ast.ClassDef, name: str
     bound = [(b.line, b.describe()) for b in scope.level_bindings(cls.body, name)]
     if cls in ctx.source.tree.body:
         bound += [(stmt.lineno, f"`{scope.statement_text(stmt)}`")
-                  for attr, stmt in scope.attribute_assignments(ctx.source.tree, cls.name) if attr == name]
+                  for attr, stmt, _value in scope.attribute_assignments(ctx.source.tree, cls.name) if attr == name]
     if method:
         bound += [(n.lineno, f"`self.{name} = ...` in a method, which hides a method of that name")
                   for n in ast.walk(cls) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)

@@ -108,14 +108,17 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
 class _Ring:
     """Host byte buffers used in turn and grown as needed, so the one being read is not
     the one being filled; each keeps the device event of the copies that use it, which
-    taking it again waits for."""
+    taking it again waits for. A buffer comes as a tensor (for gloo and the device) and
+    as a numpy array of the same bytes (host-side work, without torch's per-call
+    cost)."""
 
     def __init__(self):
         self._buffers: list[torch.Tensor | None] = [None] * _DEPTH
+        self._arrays: list[np.ndarray | None] = [None] * _DEPTH
         self._events: list[Any] = [None] * _DEPTH
         self._turn = 0
 
-    def take(self, nbytes: int) -> tuple[int, torch.Tensor]:
+    def take(self, nbytes: int) -> tuple[int, torch.Tensor, np.ndarray]:
         i, self._turn = self._turn, (self._turn + 1) % _DEPTH
         event, self._events[i] = self._events[i], None
         if event is not None:
@@ -123,7 +126,8 @@ class _Ring:
         buf = self._buffers[i]
         if buf is None or buf.numel() < nbytes:
             buf = self._buffers[i] = torch.empty(nbytes, dtype=torch.uint8)
-        return i, buf[:nbytes]
+            self._arrays[i] = buf.numpy()
+        return i, buf[:nbytes], self._arrays[i]
 
     def fence(self, i: int, event: Any) -> None:
         self._events[i] = event
@@ -282,19 +286,19 @@ class StageTransfer:
         seq, step, forward = self._send_seq, self._step, self._send_forward
         if len(self._pending) == _DEPTH:
             self._pending.popleft().wait()
-        _, buf = self._staging.take(layout.message_bytes)
-        layout.write_header(
-            buf[:HEADER_BYTES].view(torch.int64).numpy(), seq, step, forward
-        )
+        _, buf, arr = self._staging.take(layout.message_bytes)
+        layout.write_header(arr[:HEADER_BYTES].view(np.int64), seq, step, forward)
         sources = [_bytes(t.contiguous()) for t in tensors.values()]
+        if all(src.is_cpu for src in sources):
+            sources, dst = [src.numpy() for src in sources], arr
+        else:
+            dst = buf
         part = self._tp_rank if layout.parts > 1 else 0
         bounds, pos = [], HEADER_BYTES
         for i, rnd in enumerate(layout.rounds):
-            self._pack(buf[pos : pos + rnd.slice_bytes], sources, layout, rnd, part)
+            self._pack(dst[pos : pos + rnd.slice_bytes], sources, layout, rnd, part)
             pos += rnd.slice_bytes + TRAILER_BYTES
-            buf[pos - TRAILER_BYTES : pos].view(torch.int64).numpy()[:] = (
-                layout.trailer(seq, i)
-            )
+            arr[pos - TRAILER_BYTES : pos].view(np.int64)[:] = layout.trailer(seq, i)
             bounds.append(pos)
         if self._device_event is not None:
             copied = self._device_event()
@@ -359,9 +363,9 @@ class StageTransfer:
         """The previous stage's tensors of the next forward, whose padded batch is
         ``num_tokens`` (None: whatever the sender says)."""
         start_s = time.perf_counter()
-        slot, buf = self._received.take(self._max_bytes)
+        slot, buf, arr = self._received.take(self._max_bytes)
         self._recv_into(buf)
-        header = buf[:HEADER_BYTES].view(torch.int64)
+        header = arr[:HEADER_BYTES].view(np.int64)
         message = decode(header.tolist(), self._max_bytes)
         header[0] = 0  # so a later, truncated message cannot pass on these bytes
         layout = self._expect(message, num_tokens)
@@ -369,15 +373,21 @@ class StageTransfer:
             torch.empty(s.shape, dtype=s.dtype, device=self._device)
             for s in layout.specs
         ]
-        q = self._device_event is not None
+        queued = self._device_event is not None
         if layout.parts == 1:
-            payload = self._round_body(buf, HEADER_BYTES, message.seq, layout, 0)
+            end = self._round_end(arr, HEADER_BYTES, message.seq, layout, 0)
+            payload = arr[HEADER_BYTES:end] if self._device.type == "cpu" else buf
+            base = 0 if self._device.type == "cpu" else HEADER_BYTES
             for spec, out in zip(layout.specs, outputs):
-                _copy(_bytes(out), payload[spec.offset : spec.offset + spec.nbytes], q)
+                piece = payload[base + spec.offset : base + spec.offset + spec.nbytes]
+                if isinstance(piece, np.ndarray):
+                    np.copyto(_bytes(out).numpy(), piece)
+                else:
+                    _copy(_bytes(out), piece, queued)
             self.stats.recv_copied_bytes += sum(s.nbytes for s in layout.specs)
         else:
-            self._recv_split(buf, message.seq, layout, outputs)
-        if q:
+            self._recv_split(buf, arr, message.seq, layout, outputs)
+        if queued:
             copied = self._device_event()
             copied.record()
             self._received.fence(slot, copied)  # waited for two messages later
@@ -388,7 +398,12 @@ class StageTransfer:
         return {spec.key: out for spec, out in zip(layout.specs, outputs)}
 
     def _recv_split(
-        self, buf: torch.Tensor, seq: int, layout: Layout, outputs: list[torch.Tensor]
+        self,
+        buf: torch.Tensor,
+        arr: np.ndarray,
+        seq: int,
+        layout: Layout,
+        outputs: list[torch.Tensor],
     ) -> None:
         """Receive the rounds of a split payload, all-gathering each into its tensor
         while the next is on the wire."""
@@ -397,7 +412,7 @@ class StageTransfer:
         for i, rnd in enumerate(layout.rounds):
             if i:
                 self._recv_into(buf[pos:])
-            body = self._round_body(buf, pos, seq, layout, i)
+            body = buf[pos : self._round_end(arr, pos, seq, layout, i)]
             into = targets[rnd.tensor][rnd.start : rnd.start + rnd.length]
             if not rnd.fills(layout.parts):  # the tensor's last, uneven round
                 size = layout.parts * rnd.slice_bytes
@@ -424,13 +439,13 @@ class StageTransfer:
             f"receive from rank {self._prev_rank}",
         )
 
-    def _round_body(
-        self, buf: torch.Tensor, pos: int, seq: int, layout: Layout, round_index: int
-    ) -> torch.Tensor:
-        """The slice of a round that starts at ``pos``, once the trailer after it proves
-        it complete."""
+    def _round_end(
+        self, arr: np.ndarray, pos: int, seq: int, layout: Layout, round_index: int
+    ) -> int:
+        """Where the slice of a round that starts at ``pos`` ends, once the trailer
+        after it proves it complete."""
         end = pos + layout.rounds[round_index].slice_bytes
-        trailer = buf[end : end + TRAILER_BYTES].view(torch.int64).numpy()
+        trailer = arr[end : end + TRAILER_BYTES].view(np.int64)
         got, expected = trailer.tolist(), layout.trailer(seq, round_index)
         trailer[:] = 0  # so a later, truncated message cannot pass on these bytes
         if got != expected:
@@ -438,7 +453,7 @@ class StageTransfer:
                 f"pipeline transfer: message {seq} truncated: expected trailer (magic, "
                 f"seq, checksum, round) {expected} at byte {end}, got {got}"
             )
-        return buf[pos:end]
+        return end
 
     def _expect(self, message: Message, num_tokens: int | None) -> Layout:
         """The message's layout, if it is the one this stage expects next."""
@@ -470,25 +485,21 @@ class StageTransfer:
             )
         return layout
 
-    def _pack(
-        self,
-        dst: torch.Tensor,
-        sources: list[torch.Tensor],
-        layout: Layout,
-        rnd: Any,
-        part: int,
-    ) -> None:
-        """This rank's slice of round ``rnd`` into ``dst`` (past the data: left as
-        is)."""
+    def _pack(self, dst, sources: list, layout: Layout, rnd: Any, part: int) -> None:
+        """This rank's slice of round ``rnd`` into ``dst`` (past the data: left as is);
+        numpy arrays from host tensors, torch tensors from a device."""
         queued = self._device_event is not None
+        copy = np.copyto if isinstance(dst, np.ndarray) else functools.partial(
+            _copy, queued=queued
+        )
         if rnd.tensor < 0:  # the whole payload
             for spec, src in zip(layout.specs, sources):
-                _copy(dst[spec.offset : spec.offset + spec.nbytes], src, queued)
+                copy(dst[spec.offset : spec.offset + spec.nbytes], src)
             return
         lo = rnd.start + part * rnd.slice_bytes
         hi = min(lo + rnd.slice_bytes, rnd.start + rnd.length)
         if lo < hi:
-            _copy(dst[: hi - lo], sources[rnd.tensor][lo:hi], queued)
+            copy(dst[: hi - lo], sources[rnd.tensor][lo:hi])
 
     def _gather(self, out: torch.Tensor, part: torch.Tensor) -> dist.Work:
         """Start the all-gather of one round over the tensor-parallel group (its device
