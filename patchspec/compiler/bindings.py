@@ -91,7 +91,7 @@ class _Module:
         self.tree = tree
         self.defs: dict[str, ast.AST] = {}
         self.imported: set[str] = set()
-        for node in _top_level(tree.body):
+        for node in scope.level_statements(tree.body):
             names = scope.statement_binds(node)
             if isinstance(node, ast.Import | ast.ImportFrom):
                 self.imported |= names
@@ -162,13 +162,6 @@ class _Module:
             if isinstance(base, ast.Name) and isinstance(self.defs.get(base.id), ast.ClassDef):
                 order += [c for c in self._mro(self.defs[base.id]) if c not in order]
         return order
-
-
-def _top_level(body: list[ast.stmt]):
-    for stmt in body:
-        yield stmt
-        for _key, _text, block in scope.blocks(stmt):
-            yield from _top_level(block)
 
 
 def _binding(func: ast.FunctionDef, call: ast.Call, method: bool) -> str | None:

@@ -147,6 +147,14 @@ def level_bindings(body: list[ast.stmt], name: str, path: Path = ()) -> list[Bin
     return found
 
 
+def level_statements(body: list[ast.stmt]):
+    """Every statement of one level, inside its ``if``/``try`` blocks too, in source order."""
+    for stmt in body:
+        yield stmt
+        for _key, _text, block in blocks(stmt):
+            yield from level_statements(block)
+
+
 def is_overload(node: ast.stmt) -> bool:
     """``@overload`` / ``@typing.overload``: a stub for type checkers that the next definition replaces."""
     return isinstance(node, DefNode) and any(
@@ -240,16 +248,8 @@ def _attribute_sets(stmt: ast.stmt) -> list[tuple[str, str, ast.AST]]:
 def attribute_assignments(tree: ast.Module, owner: str) -> list[tuple[str, ast.stmt, ast.AST]]:
     """``(attr, statement, value)`` of every module-level ``owner.attr = value`` or ``setattr(owner, "attr",
     value)`` (inside ``if``/``try`` too)."""
-    found = []
-
-    def scan(body: list[ast.stmt]) -> None:
-        for stmt in body:
-            found.extend((attr, stmt, value) for who, attr, value in _attribute_sets(stmt) if who == owner)
-            for _key, _text, block in blocks(stmt):
-                scan(block)
-
-    scan(tree.body)
-    return found
+    return [(attr, stmt, value) for stmt in level_statements(tree.body)
+            for who, attr, value in _attribute_sets(stmt) if who == owner]
 
 
 def keeps(stmt: ast.stmt, name: str) -> bool:
