@@ -40,7 +40,7 @@ from patchspec.prepare import (
     pristine_reader,
     raise_plan_errors,
 )
-from patchspec.results import Note, NoteKind, notes_of
+from patchspec.results import Note, NoteKind, Verdict, notes_of
 from patchspec.spec import load_spec, spec_text
 
 
@@ -353,9 +353,6 @@ class CheckResult:
     problems: list[dict] = field(default_factory=list)   # {"type", "detail"[, "file"]}
 
 
-APPLIED, WOULD_APPLY = "applied", "would-apply"
-
-
 def consistent(root_path: str | Root, compute):
     """``compute()`` of a read-only verb, read again when a writer started or committed a run meanwhile
     (``txn.view_token``), so the answer is for one state of the root: the committed one, or with a run
@@ -390,7 +387,8 @@ def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) 
         resolved = applied_specs(state, root)[spec.name]
         edited = {rel for rel in rec.files + rec.snippets if not _matches_record(root, state, rel)}
         rows = [Resolved(spec.name, t.id, x.index, x.kind, t.file, t.function,
-                                 EDITED if t.file in edited else APPLIED if t.file in rec.files else Status.SKIPPED)
+                         Verdict.EDITED if t.file in edited else Verdict.APPLIED if t.file in rec.files
+                         else Status.SKIPPED)
                 for t in resolved.targets for x in t.transforms]
         problems = [{"type": "edited", "file": rel, "detail": f"edited: {rel} differs from what apply wrote"}
                     for rel in sorted(edited - set(rec.files))]
@@ -399,7 +397,7 @@ def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) 
         return CheckResult(Exit.BROKEN, [], notes + [{"type": "record", "detail": f"{spec.name} is applied from "
                                                       f"another spec version or release ({rec.release})"}])
     prepared = prepare(spec_path, release, root, only, state)
-    rows = [dataclasses.replace(r, status=WOULD_APPLY) if r.ok else r for r in prepared.plan.resolved]
+    rows = [dataclasses.replace(r, status=Verdict.WOULD_APPLY) if r.ok else r for r in prepared.plan.resolved]
     bound = [{"type": "binding", "detail": f"binding: {p}"}
              for p in binding_problems(prepared.spec, prepared.plan, prepared.read)]
     marker = prepared.spec.marker

@@ -28,6 +28,15 @@ def notes_of(kind: NoteKind, texts: list[str]) -> list[Note]:
     return [Note(kind, text) for text in texts]
 
 
+class Verdict(enum.StrEnum):
+    """What ``check`` says of a transform beyond how it resolved (the compiler's ``Status``): the row status
+    of a spec that holds, or is applied, on the root."""
+
+    APPLIED = "applied"            # the state record says it was written, and its file still is
+    WOULD_APPLY = "would-apply"    # it resolves; apply would write it
+    EDITED = "edited"              # applied, but the file differs from what apply wrote
+
+
 class FileState(enum.StrEnum):
     """A patched or installed file against the state record (``status``, ``unapply``)."""
 

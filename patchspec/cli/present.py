@@ -6,14 +6,14 @@ from pathlib import Path
 from patchspec.compiler.drift import CHANGED, TARGET_MISSING, USES
 from patchspec.compiler.plan import Resolved
 from patchspec.errors import severity_exit
-from patchspec.ops import APPLIED, EDITED, WOULD_APPLY
 from patchspec.releases.matrix import Matrix
 from patchspec.releases.report import DriftResult, row_line
+from patchspec.results import Verdict
 
 
 def check_line(r: Resolved) -> str:
     where = f"{r.file}:{r.line}" if r.line else r.file
-    detail = f" ({r.detail})" if r.detail and r.status not in (WOULD_APPLY, APPLIED, EDITED) else ""
+    detail = f" ({r.detail})" if r.detail and not isinstance(r.status, Verdict) else ""
     return f"{r.status}: {r.spec} {r.target}#{r.index} {r.kind} {r.function} in {where}{detail}"
 
 
