@@ -137,9 +137,31 @@ def imports(spec: Spec) -> list[tuple[str, str, int]]:
     return out
 
 
+def package_requires(spec: Spec, root: Root) -> set[str]:
+    """Top-level modules the files the spec patches import unconditionally at module level: the package
+    already needs them, so a snippet importing one adds no failure that importing the package would not
+    have (vLLM's files import torch; a root holding only vLLM's files has no torch either)."""
+    names: set[str] = set()
+    for rel in sorted({t.file for t in spec.targets}):
+        data = root.read_bytes(rel)
+        if data is None:
+            continue
+        try:
+            tree = ast.parse(data, rel)
+        except SyntaxError:
+            continue
+        for stmt in tree.body:
+            if isinstance(stmt, ast.Import):
+                names.update(a.name.split(".")[0] for a in stmt.names)
+            elif isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
+                names.add(stmt.module.split(".")[0])
+    return names
+
+
 def unresolved_imports(spec: Spec, root: Root, find_missing) -> list[tuple[str, str, int]]:
     """The imports of ``imports`` that resolve neither in the root (with the snippet package installed
-    in it) nor through ``find_missing`` (top-level names -> those the root's interpreter cannot find)."""
+    in it) nor through ``find_missing`` (top-level names -> those the root's interpreter cannot find),
+    leaving out those the patched files import themselves (``package_requires``)."""
     own = f"{RUNTIME_PACKAGE}.{spec.snippet_package}"
     outside, missing = [], []
     for module, file, line in imports(spec):
@@ -154,6 +176,8 @@ def unresolved_imports(spec: Spec, root: Root, find_missing) -> list[tuple[str, 
         else:
             outside.append((module, file, line))
     gone = set(find_missing(sorted({m.split(".")[0] for m, _, _ in outside}))) if outside else set()
+    if gone:
+        gone -= package_requires(spec, root)
     return sorted(missing + [i for i in outside if i[0].split(".")[0] in gone], key=lambda i: (i[1], i[2]))
 
 

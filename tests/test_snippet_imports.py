@@ -48,3 +48,14 @@ def test_a_plain_directory_says_where_it_looked_and_how_to_name_the_interpreter(
     assert main(["apply", spec, "--root", str(root)]) == 2
     assert "nor installed for the interpreter running patchspec (no interpreter is known to run the root: " \
            "--python names it)" in capsys.readouterr().err
+
+
+def test_a_module_the_patched_file_imports_itself_adds_no_failure_and_is_not_refused(tmp_path, capsys):
+    """A plain directory holding only vLLM's files has no torch, and neither has the interpreter running
+    patchspec: the snippet's ``import torch`` is refused no more than vLLM's own (the wheel's demo)."""
+    for name, snippet_import, code in (("needed", "not_installed_anywhere", 0), ("new", "also_not_installed", 2)):
+        root = tmp_path / name / "tree"
+        install(root, {"vpkg/__init__.py": "", "vpkg/mod.py": "import not_installed_anywhere\n" + MOD})
+        spec = write_spec(tmp_path / name / "spec", snippet=f"{SNIPPET}import {snippet_import}\n")
+        assert main(["apply", spec, "--root", str(root), "--no-verify"]) == code
+        assert (f"imports {snippet_import}," in capsys.readouterr().err) == bool(code)
