@@ -39,13 +39,6 @@ def report_lines(result: DriftResult) -> list[str]:
         f"exit {severity_exit(result.code)}{hint}"]
 
 
-def report_json(result: DriftResult) -> list[dict]:
-    """One record per row, then the summary: the ``results`` of the JSON envelope."""
-    return [{"type": "drift", **r.to_dict()} for r in result.rows] + [
-        {"type": "drift-summary", "spec": result.spec.name, "release": result.release, "note": result.note,
-         "severity": result.code}]
-
-
 def _transform(index: int, kind: str) -> str:
     return kind if kind == USES else f"{index} {kind}"
 
@@ -64,8 +57,3 @@ def matrix_text(m: Matrix) -> list[str]:
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in table]
 
-
-def matrix_json(m: Matrix) -> list[dict]:
-    return ([{"type": "matrix-column", "root": root, "release": release} for root, release in m.columns]
-            + [{"type": "matrix-row", "target": t, "index": i, "kind": k, "cells": m.cells[(t, i)]}
-               for t, i, k in m.rows])

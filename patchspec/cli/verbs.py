@@ -99,7 +99,7 @@ def _row(r) -> dict:
 
 
 def cmd_compile(args) -> Outcome:
-    from patchspec.cli.present import plan_line, report_json, report_lines
+    from patchspec.cli.present import plan_line, report_lines
     from patchspec.prepare import compile_spec, prepare
     from patchspec.releases import report
     from patchspec.results import Note, NoteKind
@@ -115,7 +115,7 @@ def cmd_compile(args) -> Outcome:
             out.results.append({"type": "file", "path": rel, "action": "written", "under": args.output})
         out.lines.append(f"wrote {len(texts)} file(s) under {args.output}")
     drifted = report.drift(args.spec, args.root, prepared.release)
-    out.results += report_json(drifted)
+    out.results += drifted.to_json()
     out.lines += report_lines(drifted)
     return out
 
@@ -269,7 +269,7 @@ def cmd_validate(args) -> Outcome:
 
 
 def cmd_drift(args) -> Outcome:
-    from patchspec.cli.present import report_json, report_lines
+    from patchspec.cli.present import report_lines
     from patchspec.releases import cache, report
 
     if args.pypi:
@@ -277,11 +277,11 @@ def cmd_drift(args) -> Outcome:
                                          not args.no_cache)
     else:
         result = report.drift(args.spec, args.root, args.release, args.baseline, not args.no_cache)
-    return Outcome(severity_exit(result.code), report_json(result), report_lines(result))
+    return Outcome(severity_exit(result.code), result.to_json(), report_lines(result))
 
 
 def cmd_matrix(args) -> Outcome:
-    from patchspec.cli.present import matrix_json, matrix_markdown, matrix_text
+    from patchspec.cli.present import matrix_markdown, matrix_text
     from patchspec.releases import cache
     from patchspec.releases.matrix import matrix
 
@@ -298,7 +298,7 @@ def cmd_matrix(args) -> Outcome:
         raise PatchspecError("matrix needs at least one --root or --pypi")
     m = matrix(args.spec, roots, args.release, not args.no_cache)
     lines = matrix_markdown(m) if args.markdown else matrix_text(m)
-    return Outcome(severity_exit(m.code), matrix_json(m), lines)
+    return Outcome(severity_exit(m.code), m.to_json(), lines)
 
 
 def cmd_profile(args) -> Outcome:

@@ -17,6 +17,11 @@ class Matrix:
     def code(self) -> int:
         return max((SEVERITY.get(c, 2) for cells in self.cells.values() for c in cells), default=0)
 
+    def to_json(self) -> list[dict]:
+        return ([{"type": "matrix-column", "root": root, "release": release} for root, release in self.columns]
+                + [{"type": "matrix-row", "target": t, "index": i, "kind": k, "cells": self.cells[(t, i)]}
+                   for t, i, k in self.rows])
+
 
 def matrix(spec_path: str, roots: list[str], release: str = "auto", use_cache: bool = True) -> Matrix:
     """One row per target and transform, one column per root, each cell the drift class there; then one

@@ -33,6 +33,12 @@ class DriftResult:
     def code(self) -> int:
         return exit_code(self.rows)
 
+    def to_json(self) -> list[dict]:
+        """One record per row, then the summary: the ``results`` of the JSON envelope."""
+        return [{"type": "drift", **r.to_dict()} for r in self.rows] + [
+            {"type": "drift-summary", "spec": self.spec.name, "release": self.release, "note": self.note,
+             "severity": self.code}]
+
 
 def pick_release(spec: Spec, directory: Path, root: Root, release: str) -> tuple[str, str]:
     """``auto``: the profile matching the root's versions, else the newest the spec supports (a new

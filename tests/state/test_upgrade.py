@@ -13,7 +13,6 @@ import pytest
 
 from patchspec import ops
 from patchspec.install.state import load_state
-from patchspec.cli.present import report_json
 from patchspec.releases import report
 from patchspec.cli import main
 from patchspec.install.root import Root
@@ -102,7 +101,7 @@ def test_vllm_0_26_to_0_30_over_a_patched_root(vllm_release, tmp_path, capsys):
     _pip_layout(root, vllm_release("0.30.0"), files)
     assert main(["check", DEMO, "--root", str(root)]) == 1  # the stale record is dropped: would apply on 0.30.0
     capsys.readouterr()
-    drifted = [report_json(report.drift(DEMO, str(r), "auto", use_cache=False)) for r in (root, fresh)]
+    drifted = [report.drift(DEMO, str(r), "auto", use_cache=False).to_json() for r in (root, fresh)]
     assert drifted[0] == drifted[1]  # drift reads the installed 0.30.0 files, not the 0.26.0 pristine copies
     assert main(["apply", DEMO, "--root", str(root)]) == 0
     assert "dropped: vllm/sequence.py: replaced by vllm 0.30.0" in capsys.readouterr().out
