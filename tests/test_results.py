@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import enum
+import json
+from importlib import resources
 
 import pytest
 
 from patchspec import ops
 from patchspec.compiler.edits import Status
-from patchspec.results import Verdict
+from patchspec.errors import Exit
+from patchspec.results import FileState, NoteKind, Verdict
 from tests.state.toy import toy_root, write_spec
 
 
@@ -27,3 +30,15 @@ def test_check_rows_carry_enum_statuses(tmp_path, when, expected):
     rows = ops.check(spec, "auto", str(root)).rows
     assert all(isinstance(r.status, enum.Enum) for r in rows)
     assert {r.status for r in rows} == expected
+
+
+def test_the_output_schema_lists_the_codes_enums():
+    """Until the output schema is generated from the result records, its enums are the code's: the exit
+    codes a JSON document can carry (not 141: stdout is gone), the file states, the note kinds."""
+    schema = json.loads(resources.files("patchspec").joinpath("schema/output.schema.json").read_text())
+    assert set(schema["properties"]["exit"]["enum"]) == set(Exit) - {Exit.PIPE}
+    result = schema["$defs"]["result"]
+    status = next(rule["then"]["oneOf"][1] for rule in result["allOf"]
+                  if rule["if"]["properties"]["type"].get("const") == "status")
+    assert status["properties"]["status"]["enum"] == [str(s) for s in FileState]
+    assert {str(k) for k in NoteKind} <= set(result["properties"]["type"]["enum"])
