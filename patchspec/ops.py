@@ -350,7 +350,7 @@ class CheckResult:
 
     code: int                      # Exit.OK applied, Exit.PENDING would apply cleanly, Exit.BROKEN does not hold
     rows: list[Resolved]
-    problems: list[dict] = field(default_factory=list)   # {"type", "detail"[, "file"]}
+    problems: list[Note] = field(default_factory=list)
 
 
 def consistent(root_path: str | Root, compute):
@@ -377,10 +377,10 @@ def check(spec_path: str, release: str, root_path: str, only: set[str] | None = 
 def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) -> CheckResult:
     root = txn.pending_view(Root.open(root_path))
     pending = txn.pending_note(root)
-    notes = [{"type": "recovery", "detail": pending}] if pending else []
+    notes = [Note(NoteKind.RECOVERY, pending)] if pending else []
     state = load_state(root)
     spec = load_spec(spec_path)
-    notes += [{"type": "replaced", "detail": n} for n in _drop_stale(root, state, PipRecords(root), [spec.name], {})]
+    notes += notes_of(NoteKind.REPLACED, _drop_stale(root, state, PipRecords(root), [spec.name], {}))
     rec = state.specs.get(spec.name)
     if rec is not None and rec.spec_sha256 == spec.sha256 and release in ("auto", rec.release):
         # Fast path: the record says what was written; hashes say whether it is still there.
@@ -390,28 +390,28 @@ def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) 
                          Verdict.EDITED if t.file in edited else Verdict.APPLIED if t.file in rec.files
                          else Status.SKIPPED)
                 for t in resolved.targets for x in t.transforms]
-        problems = [{"type": "edited", "file": rel, "detail": f"edited: {rel} differs from what apply wrote"}
+        problems = [Note(NoteKind.EDITED, f"edited: {rel} differs from what apply wrote", rel)
                     for rel in sorted(edited - set(rec.files))]
         return CheckResult(Exit.BROKEN if edited else Exit.OK, rows, notes + problems)
     if rec is not None:
-        return CheckResult(Exit.BROKEN, [], notes + [{"type": "record", "detail": f"{spec.name} is applied from "
-                                                      f"another spec version or release ({rec.release})"}])
+        return CheckResult(Exit.BROKEN, [], notes + [Note(NoteKind.RECORD, f"{spec.name} is applied from "
+                                                          f"another spec version or release ({rec.release})")])
     prepared = prepare(spec_path, release, root, only, state)
     rows = [dataclasses.replace(r, status=Verdict.WOULD_APPLY) if r.ok else r for r in prepared.plan.resolved]
-    bound = [{"type": "binding", "detail": f"binding: {p}"}
+    bound = [Note(NoteKind.BINDING, f"binding: {p}")
              for p in binding_problems(prepared.spec, prepared.plan, prepared.read)]
     marker = prepared.spec.marker
     touched = sorted({r.file for r in prepared.plan.resolved if r.status != Status.SKIPPED})
-    partial = [{"type": "partial", "file": rel, "detail": f"partial: {rel} carries {marker!r} but the state "
-                "record does not list it"} for rel in touched
+    partial = [Note(NoteKind.PARTIAL, f"partial: {rel} carries {marker!r} but the state record does not list it",
+                    rel) for rel in touched
                if marker in encoding.decode(root.read_bytes(rel) or b"")]
     if prepared.plan.errors:  # the bindings are said too: a release may lack both an anchor and a name
         return CheckResult(Exit.BROKEN, rows, notes + bound + partial)
     try:
         emit(prepared.plan, [prepared.spec])
     except ConflictError as exc:
-        return CheckResult(Exit.BROKEN, rows, notes + [{"type": "conflict", "detail": exc.message}] + partial)
-    problems = bound + [{"type": "binding", "detail": f"binding: {p}"} for p in prepared.plan.problems] + partial
+        return CheckResult(Exit.BROKEN, rows, notes + [Note(NoteKind.CONFLICT, exc.message)] + partial)
+    problems = bound + [Note(NoteKind.BINDING, f"binding: {p}") for p in prepared.plan.problems] + partial
     return CheckResult(Exit.BROKEN if problems else Exit.PENDING, rows, notes + problems)
 
 

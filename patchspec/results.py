@@ -13,15 +13,22 @@ class NoteKind(enum.StrEnum):
     REPLACED = "replaced"      # a record an upgrade or a reinstall made stale, dropped
     WARNING = "warning"        # applied all the same: a forced release, a file changed after install
     NOTE = "note"              # anything else worth a line
+    # what ``check`` finds wrong beside its rows
+    EDITED = "edited"          # an installed snippet differs from what apply wrote
+    RECORD = "record"          # the spec is applied from another spec version or release
+    BINDING = "binding"        # a name the snippets or the inserted code use does not bind
+    PARTIAL = "partial"        # a file carries the marker that the state record does not list
+    CONFLICT = "conflict"      # two transforms cannot both apply
 
 
 @dataclass(frozen=True)
 class Note:
     kind: NoteKind
     text: str
+    file: str | None = None    # the file it is about, when one
 
     def to_json(self) -> dict:
-        return {"type": str(self.kind), "detail": self.text}
+        return {"type": str(self.kind), **({"file": self.file} if self.file else {}), "detail": self.text}
 
 
 def notes_of(kind: NoteKind, texts: list[str]) -> list[Note]:

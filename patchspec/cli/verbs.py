@@ -219,8 +219,8 @@ def cmd_check(args) -> Outcome:
     from patchspec.cli.present import check_line
 
     result = ops.check(args.spec, args.release, args.root, _only(args))
-    return Outcome(result.code, [_row(r) for r in result.rows] + [dict(p) for p in result.problems],
-                   [check_line(r) for r in result.rows] + [p["detail"] for p in result.problems])
+    return Outcome(result.code, [_row(r) for r in result.rows] + [p.to_json() for p in result.problems],
+                   [check_line(r) for r in result.rows] + [p.text for p in result.problems])
 
 
 def cmd_diff(args) -> Outcome:

@@ -147,7 +147,7 @@ def _assert_check_reports(root, release, what):
     result = ops.check(str(SPEC), release, str(root), only={"vllm_gaudi"})
     assert result.code == Exit.BROKEN
     # a snippet binding ("binding: ...") or a name the inserted code reads, unbound in the release
-    assert any(what in p["detail"] for p in result.problems) or any(
+    assert any(what in p.text for p in result.problems) or any(
         row.status.value == "unbound-name" and what in row.detail for row in result.rows), result
     with pytest.raises(PatchspecError, match=what):
         ops.apply(str(SPEC), release, str(root), only={"vllm_gaudi"})
