@@ -1,6 +1,7 @@
 """Bad input: one clear line naming file, line and what is wrong; a non-zero exit; the root unchanged."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from patchspec.cli import main
+from patchspec.install.state import VERSION
 from tests.test_apply import DEMO, FIXTURES, tree
 
 GOOD = (FIXTURES / "demo.yaml").read_text()
@@ -127,7 +129,7 @@ def test_symlink_out_of_root(capsys, root, tmp_path):
 
 def test_state_record_that_does_not_match(capsys, root):
     assert main(["apply", DEMO, "--release", "v0.30.0", "--root", str(root)]) == 0
-    (root / ".patchspec/state.json").write_text('{"version": 99}')
+    (root / ".patchspec/state.json").write_text(json.dumps({"version": VERSION, "specs": 7}))  # a format it reads, not as written
     before = tree(root)
     code, err = run(capsys, "unapply", DEMO, "--root", str(root))
     assert code == 2 and "state record is not one patchspec wrote" in err
