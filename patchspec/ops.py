@@ -6,7 +6,6 @@ specs can be applied and unapplied in any order and the root still comes back by
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +39,7 @@ from patchspec.prepare import (
     pristine_reader,
     raise_plan_errors,
 )
-from patchspec.results import Note, NoteKind, Verdict, notes_of
+from patchspec.results import Liveness, Note, NoteKind, Row, Verdict, notes_of
 from patchspec.spec import load_spec, spec_text
 
 
@@ -183,7 +182,7 @@ def _prove_or_undo(root: Root, name: str, runs: interpreter.Interpreter, timeout
         _unapply_locked(root, name, False, runs)
         raise PatchspecError(f"{why}; the change was undone (`--no-verify` applies it without the proof)",
                              file=str(root.path))
-    state.specs[name].proof = Proof.STATIC if any(r.status == proof.STATIC for r in shown.rows) \
+    state.specs[name].proof = Proof.STATIC if any(r.status == Liveness.STATIC for r in shown.rows) \
         else Proof.LIVE
     txn.commit(root, {STATE_FILE: state.dump()})
     return shown
@@ -349,7 +348,7 @@ class CheckResult:
     """One row per transform (the same unit before and after apply) and what else stops the spec."""
 
     code: int                      # Exit.OK applied, Exit.PENDING would apply cleanly, Exit.BROKEN does not hold
-    rows: list[Resolved]
+    rows: list[Row]
     problems: list[Note] = field(default_factory=list)
 
 
@@ -386,24 +385,24 @@ def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) 
         # Fast path: the record says what was written; hashes say whether it is still there.
         resolved = applied_specs(state, root)[spec.name]
         edited = {rel for rel in rec.files + rec.snippets if not _matches_record(root, state, rel)}
-        rows = [Resolved(spec.name, t.id, x.index, x.kind, t.file, t.function,
-                         Verdict.EDITED if t.file in edited else Verdict.APPLIED if t.file in rec.files
-                         else Status.SKIPPED)
+        rows = [Row(spec.name, t.id, x.index, x.kind, t.file, t.function,
+                    Verdict.EDITED if t.file in edited else Verdict.APPLIED if t.file in rec.files
+                    else Status.SKIPPED)
                 for t in resolved.targets for x in t.transforms]
-        problems = [Note(NoteKind.EDITED, f"edited: {rel} differs from what apply wrote", rel)
+        problems = [Note(NoteKind.EDITED, f"edited: {rel} differs from what apply wrote", file=rel)
                     for rel in sorted(edited - set(rec.files))]
         return CheckResult(Exit.BROKEN if edited else Exit.OK, rows, notes + problems)
     if rec is not None:
         return CheckResult(Exit.BROKEN, [], notes + [Note(NoteKind.RECORD, f"{spec.name} is applied from "
                                                           f"another spec version or release ({rec.release})")])
     prepared = prepare(spec_path, release, root, only, state)
-    rows = [dataclasses.replace(r, status=Verdict.WOULD_APPLY) if r.ok else r for r in prepared.plan.resolved]
+    rows = [Row.of(r, Verdict.WOULD_APPLY if r.ok else None) for r in prepared.plan.resolved]
     bound = [Note(NoteKind.BINDING, f"binding: {p}")
              for p in binding_problems(prepared.spec, prepared.plan, prepared.read)]
     marker = prepared.spec.marker
     touched = sorted({r.file for r in prepared.plan.resolved if r.status != Status.SKIPPED})
     partial = [Note(NoteKind.PARTIAL, f"partial: {rel} carries {marker!r} but the state record does not list it",
-                    rel) for rel in touched
+                    file=rel) for rel in touched
                if marker in encoding.decode(root.read_bytes(rel) or b"")]
     if prepared.plan.errors:  # the bindings are said too: a release may lack both an anchor and a name
         return CheckResult(Exit.BROKEN, rows, notes + bound + partial)

@@ -10,7 +10,6 @@ the definition the static rules call live, and the row says the module could not
 from __future__ import annotations
 
 import ast
-import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -25,19 +24,17 @@ from patchspec.install import interpreter
 from patchspec.install.root import Root
 from patchspec.install.state import State, sha256
 from patchspec.model import Spec
-
-LIVE, NOT_LIVE, STATIC = "live", "not-live", "static"
-
+from patchspec.results import Liveness, Row
 
 @dataclass
 class Proof:
-    rows: list[Resolved]                   # one per transform of the spec's applied files
+    rows: list[Row]                        # one per transform of the spec's applied files
     modules: list[dict] = field(default_factory=list)   # {"module", "status", "detail"}
     interpreter: str = ""
 
     @property
-    def failed(self) -> list[Resolved]:
-        return [r for r in self.rows if r.status == NOT_LIVE]
+    def failed(self) -> list[Row]:
+        return [r for r in self.rows if r.status == Liveness.NOT_LIVE]
 
 
 def module_name(rel: str) -> str:
@@ -68,20 +65,19 @@ def prove(root: Root, spec: Spec, plan: Plan, state: State, python: interpreter.
     out = []
     for number, r in enumerate(rows):
         if static[number] is not None:
-            out.append(dataclasses.replace(r, status=NOT_LIVE, detail=static[number], edits=[]))
+            out.append(Row.of(r, Liveness.NOT_LIVE, static[number]))
             continue
         module = imported.get(module_name(r.file), {})
         shown = answer["checks"].get(str(number))
         if module.get("status") == "not-importable":
-            out.append(dataclasses.replace(r, status=STATIC, edits=[], detail=(
+            out.append(Row.of(r, Liveness.STATIC, (
                 f"module {module_name(r.file)} not importable here: {module['detail']}; shown statically: "
                 f"{r.file} is as apply wrote it and the transform's lines are in the live definition")))
         elif shown is None:
-            out.append(dataclasses.replace(r, status=NOT_LIVE, edits=[], detail=(
+            out.append(Row.of(r, Liveness.NOT_LIVE, (
                 f"importing {module_name(r.file)} failed in the spec's code: {module.get('detail', '?')}")))
         else:
-            out.append(dataclasses.replace(r, status=LIVE if shown["live"] else NOT_LIVE, detail=shown["why"],
-                                           edits=[]))
+            out.append(Row.of(r, Liveness.LIVE if shown["live"] else Liveness.NOT_LIVE, shown["why"]))
     module_rows = [{"module": name, **info} for name, info in imported.items()]
     return Proof(out, module_rows, f"{python.path} ({answer['version']}, {python.how})")
 

@@ -160,7 +160,7 @@ def cmd_apply(args) -> Outcome:
 
 def _proof(shown) -> Outcome:
     """The proof's rows, its modules, and a last line counting them."""
-    from patchspec import proof
+    from patchspec.results import Liveness
 
     out = Outcome(Exit.BROKEN if shown.failed else Exit.OK)
     out.results += [{"type": "module", **m} for m in shown.modules]
@@ -169,9 +169,9 @@ def _proof(shown) -> Outcome:
                   if m["status"] != "imported"]
     out.lines += [f"{r.status}: {r.spec} {r.target}#{r.index} {r.kind} {r.function} in {r.file} ({r.detail})"
                   for r in shown.rows]
-    count = {s: sum(r.status == s for r in shown.rows) for s in (proof.LIVE, proof.STATIC, proof.NOT_LIVE)}
-    out.lines.append(f"{count[proof.LIVE]} live, {count[proof.STATIC]} shown statically, "
-                     f"{count[proof.NOT_LIVE]} not live, in {shown.interpreter}")
+    count = {s: sum(r.status == s for r in shown.rows) for s in Liveness}
+    out.lines.append(f"{count[Liveness.LIVE]} live, {count[Liveness.STATIC]} shown statically, "
+                     f"{count[Liveness.NOT_LIVE]} not live, in {shown.interpreter}")
     return out
 
 
