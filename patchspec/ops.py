@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from patchspec import proof, snippets
 from patchspec.compiler import encoding, gcpause
@@ -39,7 +40,7 @@ from patchspec.prepare import (
     pristine_reader,
     raise_plan_errors,
 )
-from patchspec.results import Liveness, Note, NoteKind, Row, Verdict, notes_of
+from patchspec.results import FileState, Liveness, Note, NoteKind, Record, Row, Verdict, notes_of
 from patchspec.spec import load_spec, spec_text
 
 
@@ -385,9 +386,9 @@ def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) 
         # Fast path: the record says what was written; hashes say whether it is still there.
         resolved = applied_specs(state, root)[spec.name]
         edited = {rel for rel in rec.files + rec.snippets if not _matches_record(root, state, rel)}
-        rows = [Row(spec.name, t.id, x.index, x.kind, t.file, t.function,
-                    Verdict.EDITED if t.file in edited else Verdict.APPLIED if t.file in rec.files
-                    else Status.SKIPPED)
+        rows = [Row(Resolved(spec.name, t.id, x.index, x.kind, t.file, t.function,
+                             Status.OK if t.file in rec.files else Status.SKIPPED),
+                    Verdict.EDITED if t.file in edited else Verdict.APPLIED if t.file in rec.files else None)
                 for t in resolved.targets for x in t.transforms]
         problems = [Note(NoteKind.EDITED, f"edited: {rel} differs from what apply wrote", file=rel)
                     for rel in sorted(edited - set(rec.files))]
@@ -396,7 +397,7 @@ def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) 
         return CheckResult(Exit.BROKEN, [], notes + [Note(NoteKind.RECORD, f"{spec.name} is applied from "
                                                           f"another spec version or release ({rec.release})")])
     prepared = prepare(spec_path, release, root, only, state)
-    rows = [Row.of(r, Verdict.WOULD_APPLY if r.ok else None) for r in prepared.plan.resolved]
+    rows = [Row(r, Verdict.WOULD_APPLY if r.ok else None) for r in prepared.plan.resolved]
     bound = [Note(NoteKind.BINDING, f"binding: {p}")
              for p in binding_problems(prepared.spec, prepared.plan, prepared.read)]
     marker = prepared.spec.marker
@@ -419,10 +420,35 @@ def _matches_record(root: Root, state: State, rel: str) -> bool:
     return sha256(root.read_bytes(rel)) == want
 
 
+@dataclass(frozen=True)
+class SpecStatus(Record):
+    """An applied spec (``status``): the release and package versions it was applied to, what is installed
+    now, the warnings it was applied with, and where its run-time proof stands."""
+
+    TYPE: ClassVar[str] = "status"
+    spec: str
+    release: str
+    applied_to: str
+    installed: str
+    warnings: list[str]
+    proof: Proof
+
+
+@dataclass(frozen=True)
+class FileStatus(Record):
+    """A file an applied spec wrote (``status``): its state against the record, and what to do about it."""
+
+    TYPE: ClassVar[str] = "status"
+    spec: str
+    path: str
+    status: FileState
+    todo: str | None
+
+
 @dataclass
 class StatusReport:
     code: int
-    results: list[dict]
+    results: list[Note | SpecStatus | FileStatus]
     lines: list[str]
 
 
@@ -444,7 +470,7 @@ def _status(root_path: str) -> StatusReport:
     records = PipRecords(root)
     results, lines, code = [], [], Exit.OK
     if pending:
-        results.append({"type": "recovery", "detail": pending})
+        results.append(Note(NoteKind.RECOVERY, pending))
         lines.append(pending)
         code = Exit.OK if writer_active(root) else Exit.PENDING  # under way: the committed state
     todo = {AS_WRITTEN: None,
@@ -457,8 +483,7 @@ def _status(root_path: str) -> StatusReport:
         then = ", ".join(f"{p} {v.version}" for p, v in sorted(rec.packages.items())) or "unknown versions"
         now = ", ".join(f"{p} {d.version if d else 'not installed'}" for p in sorted(rec.packages)
                         for d in [records.dist(p)]) or "unknown versions"
-        results.append({"type": "status", "spec": name, "release": rec.release, "applied_to": then,
-                        "installed": now, "warnings": rec.warnings, "proof": rec.proof})
+        results.append(SpecStatus(name, rec.release, then, now, rec.warnings, rec.proof))
         lines.append(f"{name}: applied for {rec.release} ({then}); installed now: {now}")
         lines += [f"  {w}" for w in rec.warnings]
         unverified = UNVERIFIED.get(rec.proof)
@@ -470,7 +495,7 @@ def _status(root_path: str) -> StatusReport:
         for rel in rec.files + rec.snippets:
             state_of = records.file_status(state, rel)
             hint = todo[state_of] and todo[state_of].format(spec=name) + f" --root {root.path}"
-            results.append({"type": "status", "spec": name, "path": rel, "status": state_of, "todo": hint})
+            results.append(FileStatus(name, rel, state_of, hint))
             lines.append(f"  {state_of}: {rel}" + (f" ({hint})" if hint else ""))
             if state_of in (REPLACED, REMOVED):
                 code = max(code, Exit.PENDING)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import typing
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 from patchspec.compiler.edits import Status
+from patchspec.compiler.plan import Resolved
 
 IS_TYPE = {"is_type": True}       # field metadata: this field's value is the record's ``type``
 OPTIONAL = {"optional": True}     # field metadata: left out of the JSON while it is None
@@ -30,11 +32,21 @@ class Record:
         return str(next((getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata.get("is_type")),
                         self.TYPE))
 
+    @classmethod
+    def json_fields(cls) -> list[dataclasses.Field]:
+        """The fields that are JSON keys beside ``type`` (the output schema's properties)."""
+        return [f for f in dataclasses.fields(cls) if not f.metadata.get("is_type")]
+
+    @classmethod
+    def json_hints(cls) -> dict:
+        """Those fields' annotations, resolved (the output schema's types)."""
+        return typing.get_type_hints(cls)
+
     def to_json(self) -> dict:
         out = {"type": self.type}
-        for f in dataclasses.fields(self):
+        for f in self.json_fields():
             value = getattr(self, f.name)
-            if not f.metadata.get("is_type") and not (value is None and f.metadata.get("optional")):
+            if not (value is None and f.metadata.get("optional")):
                 out[f.metadata.get("key", f.name)] = value
         return out
 
@@ -83,26 +95,40 @@ class Liveness(enum.StrEnum):
 
 @dataclass(frozen=True)
 class Row(Record):
-    """One transform of one target: how it resolved (the compiler's ``Status``), or what ``check`` says of it
-    (``Verdict``), or what the proof shows (``Liveness``)."""
+    """One transform of one target: the compiler's row (``Resolved``: how it resolved, its ``Status``) and,
+    where a verb has its own word on it, that word (``check``'s ``Verdict``, the proof's ``Liveness``) and its
+    detail. Its JSON keys (``KEYS``) read through to the resolved row."""
 
     TYPE: ClassVar[str] = "transform"
-    spec: str
-    target: str
-    index: int
-    kind: str
-    file: str
-    function: str
-    status: Status | Verdict | Liveness
-    line: int | None = None
-    detail: str = ""
+    KEYS: ClassVar[tuple[str, ...]] = ("spec", "target", "index", "kind", "file", "function", "status", "line",
+                                       "detail")
+    resolved: Resolved
+    verdict: Verdict | Liveness | None = None
+    why: str | None = None        # the verdict's detail, in place of the resolved row's
+
+    @property
+    def status(self) -> Status | Verdict | Liveness:
+        return self.resolved.status if self.verdict is None else self.verdict
+
+    @property
+    def detail(self) -> str:
+        return self.resolved.detail if self.why is None else self.why
+
+    def __getattr__(self, name: str):
+        if name in self.KEYS:
+            return getattr(self.resolved, name)
+        raise AttributeError(name)
 
     @classmethod
-    def of(cls, resolved, status: Status | Verdict | Liveness | None = None, detail: str | None = None) -> Row:
-        """The row of a compiler's ``Resolved``, with another status (and detail) when given."""
-        r = resolved
-        return cls(r.spec, r.target, r.index, r.kind, r.file, r.function, r.status if status is None else status,
-                   r.line, r.detail if detail is None else detail)
+    def json_fields(cls) -> list[dataclasses.Field]:
+        return [f for f in dataclasses.fields(Resolved) if f.name in cls.KEYS]
+
+    @classmethod
+    def json_hints(cls) -> dict:
+        return {**typing.get_type_hints(Resolved), "status": Status | Verdict | Liveness}
+
+    def to_json(self) -> dict:
+        return {"type": self.TYPE, **{key: getattr(self, key) for key in self.KEYS}}
 
 
 class FileState(enum.StrEnum):
@@ -113,3 +139,32 @@ class FileState(enum.StrEnum):
     REPLACED = "replaced"       # by the installed release's own bytes (an upgrade, a reinstall)
     REMOVED = "removed"         # with its package
     MISSING = "missing"
+
+
+@dataclass(frozen=True)
+class FileAction(Record):
+    """What a verb did to a file: ``patched``, ``written`` (``under`` a directory given), restored, ..."""
+
+    TYPE: ClassVar[str] = "file"
+    path: str
+    action: str
+    under: str | None = field(default=None, metadata=OPTIONAL)
+
+
+@dataclass(frozen=True)
+class Diff(Record):
+    """One file's part of ``diff``: a unified diff that ``patch -p1`` and ``git apply`` take."""
+
+    TYPE: ClassVar[str] = "diff"
+    path: str
+    diff: str
+
+
+@dataclass(frozen=True)
+class SpecSummary(Record):
+    """A valid spec (``validate``): how many targets and transforms it holds."""
+
+    TYPE: ClassVar[str] = "spec"
+    spec: str
+    targets: int
+    transforms: int
