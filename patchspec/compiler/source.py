@@ -84,7 +84,11 @@ class SourceFile:
         try:
             return ast.parse(self.text, filename=self.path)
         except SyntaxError as exc:
-            raise SourceError(f"{self.path}:{exc.lineno}: not valid Python: {exc.msg}") from None
+            raise self.not_python(exc) from None
+
+    def not_python(self, exc: SyntaxError) -> PatchspecError:
+        """The error for a file that is not valid Python (a reader with its own user words it its way)."""
+        return SourceError(f"{self.path}:{exc.lineno}: not valid Python: {exc.msg}")
 
     def find(self, qualname: str, branch: str | None = None) -> DefNode | None:
         """The live definition named ``Outer.inner`` at module or class level (see ``locate``)."""
