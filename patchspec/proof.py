@@ -28,6 +28,7 @@ from patchspec.install.state import State, sha256
 from patchspec.model import Spec
 from patchspec.results import Liveness, Record, Row
 
+
 class Imported(enum.StrEnum):
     """How a patched module (or the snippet package) imported in the root's interpreter (``probe.py``)."""
 
