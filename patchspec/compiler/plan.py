@@ -18,7 +18,6 @@ from patchspec.compiler.source import SourceError, SourceFile, TargetAmbiguous, 
 from patchspec.compiler.transforms import KINDS
 from patchspec.compiler.transforms.context import Definition, TargetContext
 from patchspec.model import Loc, Spec, Target
-from patchspec.results import Verdict
 
 RUNTIME_PACKAGE = "_patchspec_runtime"
 
@@ -33,7 +32,7 @@ class Resolved:
     kind: str
     file: str
     function: str
-    status: Status | Verdict         # a Verdict only from check, on a spec that holds or is applied
+    status: Status
     line: int | None = None
     detail: str = ""
     lines: list[int] = field(default_factory=list)
