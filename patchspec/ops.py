@@ -6,9 +6,9 @@ specs can be applied and unapplied in any order and the root still comes back by
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from patchspec import proof, snippets
 from patchspec.compiler import encoding, gcpause
@@ -38,9 +38,10 @@ from patchspec.prepare import (
     patched_texts,
     prepare,
     pristine_reader,
+    raise_if_upstream,
     raise_plan_errors,
 )
-from patchspec.results import Note, NoteKind, Verdict, notes_of
+from patchspec.results import FileState, Liveness, Note, NoteKind, Record, Row, Verdict, notes_of
 from patchspec.spec import load_spec, spec_text
 
 
@@ -113,11 +114,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         raise_plan_errors(prepared.plan)
         files = set(prepared.plan.files)
         if not files:
-            done = [r for r in prepared.plan.resolved if r.ok and not r.edits]
-            if done:   # a rewrite whose replacement the release holds already (drift: obsolete)
-                raise PatchspecError(f"nothing to apply: this release already holds every change of {spec.name} "
-                                     f"({done[0].target}#{done[0].index}: {done[0].note or 'nothing to do'}); "
-                                     f"the fix is upstream", file=spec_path)
+            raise_if_upstream(spec, prepared.plan)
             raise PatchspecError(f"nothing to apply: every target of {spec.name} was skipped", file=spec_path)
         for rel in files & set(state.files):
             _verify_file(root, state, rel)
@@ -183,7 +180,7 @@ def _prove_or_undo(root: Root, name: str, runs: interpreter.Interpreter, timeout
         _unapply_locked(root, name, False, runs)
         raise PatchspecError(f"{why}; the change was undone (`--no-verify` applies it without the proof)",
                              file=str(root.path))
-    state.specs[name].proof = Proof.STATIC if any(r.status == proof.STATIC for r in shown.rows) \
+    state.specs[name].proof = Proof.STATIC if any(r.status == Liveness.STATIC for r in shown.rows) \
         else Proof.LIVE
     txn.commit(root, {STATE_FILE: state.dump()})
     return shown
@@ -349,7 +346,7 @@ class CheckResult:
     """One row per transform (the same unit before and after apply) and what else stops the spec."""
 
     code: int                      # Exit.OK applied, Exit.PENDING would apply cleanly, Exit.BROKEN does not hold
-    rows: list[Resolved]
+    rows: list[Row]
     problems: list[Note] = field(default_factory=list)
 
 
@@ -386,27 +383,28 @@ def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) 
         # Fast path: the record says what was written; hashes say whether it is still there.
         resolved = applied_specs(state, root)[spec.name]
         edited = {rel for rel in rec.files + rec.snippets if not _matches_record(root, state, rel)}
-        rows = [Resolved(spec.name, t.id, x.index, x.kind, t.file, t.function,
-                         Verdict.EDITED if t.file in edited else Verdict.APPLIED if t.file in rec.files
-                         else Status.SKIPPED)
+        rows = [Row(Resolved(spec.name, t.id, x.index, x.kind, t.file, t.function,
+                             Status.OK if t.file in rec.files else Status.SKIPPED),
+                    Verdict.EDITED if t.file in edited else Verdict.APPLIED if t.file in rec.files else None)
                 for t in resolved.targets for x in t.transforms]
-        problems = [Note(NoteKind.EDITED, f"edited: {rel} differs from what apply wrote", rel)
+        problems = [Note(NoteKind.EDITED, f"edited: {rel} differs from what apply wrote", file=rel)
                     for rel in sorted(edited - set(rec.files))]
         return CheckResult(Exit.BROKEN if edited else Exit.OK, rows, notes + problems)
     if rec is not None:
         return CheckResult(Exit.BROKEN, [], notes + [Note(NoteKind.RECORD, f"{spec.name} is applied from "
                                                           f"another spec version or release ({rec.release})")])
     prepared = prepare(spec_path, release, root, only, state)
-    rows = [dataclasses.replace(r, status=Verdict.WOULD_APPLY) if r.ok else r for r in prepared.plan.resolved]
+    rows = [Row(r, Verdict.WOULD_APPLY if r.ok else None) for r in prepared.plan.resolved]
     bound = [Note(NoteKind.BINDING, f"binding: {p}")
              for p in binding_problems(prepared.spec, prepared.plan, prepared.read)]
     marker = prepared.spec.marker
     touched = sorted({r.file for r in prepared.plan.resolved if r.status != Status.SKIPPED})
     partial = [Note(NoteKind.PARTIAL, f"partial: {rel} carries {marker!r} but the state record does not list it",
-                    rel) for rel in touched
+                    file=rel) for rel in touched
                if marker in encoding.decode(root.read_bytes(rel) or b"")]
     if prepared.plan.errors:  # the bindings are said too: a release may lack both an anchor and a name
         return CheckResult(Exit.BROKEN, rows, notes + bound + partial)
+    raise_if_upstream(prepared.spec, prepared.plan)
     try:
         emit(prepared.plan, [prepared.spec])
     except ConflictError as exc:
@@ -420,10 +418,35 @@ def _matches_record(root: Root, state: State, rel: str) -> bool:
     return sha256(root.read_bytes(rel)) == want
 
 
+@dataclass(frozen=True)
+class SpecStatus(Record):
+    """An applied spec (``status``): the release and package versions it was applied to, what is installed
+    now, the warnings it was applied with, and where its run-time proof stands."""
+
+    TYPE: ClassVar[str] = "status"
+    spec: str
+    release: str
+    applied_to: str
+    installed: str
+    warnings: list[str]
+    proof: Proof
+
+
+@dataclass(frozen=True)
+class FileStatus(Record):
+    """A file an applied spec wrote (``status``): its state against the record, and what to do about it."""
+
+    TYPE: ClassVar[str] = "status"
+    spec: str
+    path: str
+    status: FileState
+    todo: str | None
+
+
 @dataclass
 class StatusReport:
     code: int
-    results: list[dict]
+    results: list[Note | SpecStatus | FileStatus]
     lines: list[str]
 
 
@@ -445,7 +468,7 @@ def _status(root_path: str) -> StatusReport:
     records = PipRecords(root)
     results, lines, code = [], [], Exit.OK
     if pending:
-        results.append({"type": "recovery", "detail": pending})
+        results.append(Note(NoteKind.RECOVERY, pending))
         lines.append(pending)
         code = Exit.OK if writer_active(root) else Exit.PENDING  # under way: the committed state
     todo = {AS_WRITTEN: None,
@@ -458,8 +481,7 @@ def _status(root_path: str) -> StatusReport:
         then = ", ".join(f"{p} {v.version}" for p, v in sorted(rec.packages.items())) or "unknown versions"
         now = ", ".join(f"{p} {d.version if d else 'not installed'}" for p in sorted(rec.packages)
                         for d in [records.dist(p)]) or "unknown versions"
-        results.append({"type": "status", "spec": name, "release": rec.release, "applied_to": then,
-                        "installed": now, "warnings": rec.warnings, "proof": rec.proof})
+        results.append(SpecStatus(name, rec.release, then, now, rec.warnings, rec.proof))
         lines.append(f"{name}: applied for {rec.release} ({then}); installed now: {now}")
         lines += [f"  {w}" for w in rec.warnings]
         unverified = UNVERIFIED.get(rec.proof)
@@ -471,7 +493,7 @@ def _status(root_path: str) -> StatusReport:
         for rel in rec.files + rec.snippets:
             state_of = records.file_status(state, rel)
             hint = todo[state_of] and todo[state_of].format(spec=name) + f" --root {root.path}"
-            results.append({"type": "status", "spec": name, "path": rel, "status": state_of, "todo": hint})
+            results.append(FileStatus(name, rel, state_of, hint))
             lines.append(f"  {state_of}: {rel}" + (f" ({hint})" if hint else ""))
             if state_of in (REPLACED, REMOVED):
                 code = max(code, Exit.PENDING)

@@ -10,9 +10,10 @@ the definition the static rules call live, and the row says the module could not
 from __future__ import annotations
 
 import ast
-import dataclasses
+import enum
 import os
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import libcst as cst
 
@@ -25,19 +26,36 @@ from patchspec.install import interpreter
 from patchspec.install.root import Root
 from patchspec.install.state import State, sha256
 from patchspec.model import Spec
+from patchspec.results import Liveness, Record, Row
 
-LIVE, NOT_LIVE, STATIC = "live", "not-live", "static"
+
+class Imported(enum.StrEnum):
+    """How a patched module (or the snippet package) imported in the root's interpreter (``probe.py``)."""
+
+    IMPORTED = "imported"
+    NOT_IMPORTABLE = "not-importable"  # for a reason outside the spec (a device library missing)
+    SPEC_ERROR = "spec-error"          # the spec's own code failed
+
+
+@dataclass(frozen=True)
+class ModuleImport(Record):
+    """One module the proof imported: how, and the file it came from or why it failed."""
+
+    TYPE: ClassVar[str] = "module"
+    module: str
+    status: Imported
+    detail: str
 
 
 @dataclass
 class Proof:
-    rows: list[Resolved]                   # one per transform of the spec's applied files
-    modules: list[dict] = field(default_factory=list)   # {"module", "status", "detail"}
+    rows: list[Row]                        # one per transform of the spec's applied files
+    modules: list[ModuleImport] = field(default_factory=list)
     interpreter: str = ""
 
     @property
-    def failed(self) -> list[Resolved]:
-        return [r for r in self.rows if r.status == NOT_LIVE]
+    def failed(self) -> list[Row]:
+        return [r for r in self.rows if r.status == Liveness.NOT_LIVE]
 
 
 def module_name(rel: str) -> str:
@@ -68,21 +86,20 @@ def prove(root: Root, spec: Spec, plan: Plan, state: State, python: interpreter.
     out = []
     for number, r in enumerate(rows):
         if static[number] is not None:
-            out.append(dataclasses.replace(r, status=NOT_LIVE, detail=static[number], edits=[]))
+            out.append(Row(r, Liveness.NOT_LIVE, static[number]))
             continue
         module = imported.get(module_name(r.file), {})
         shown = answer["checks"].get(str(number))
-        if module.get("status") == "not-importable":
-            out.append(dataclasses.replace(r, status=STATIC, edits=[], detail=(
+        if module.get("status") == Imported.NOT_IMPORTABLE:
+            out.append(Row(r, Liveness.STATIC, (
                 f"module {module_name(r.file)} not importable here: {module['detail']}; shown statically: "
                 f"{r.file} is as apply wrote it and the transform's lines are in the live definition")))
         elif shown is None:
-            out.append(dataclasses.replace(r, status=NOT_LIVE, edits=[], detail=(
+            out.append(Row(r, Liveness.NOT_LIVE, (
                 f"importing {module_name(r.file)} failed in the spec's code: {module.get('detail', '?')}")))
         else:
-            out.append(dataclasses.replace(r, status=LIVE if shown["live"] else NOT_LIVE, detail=shown["why"],
-                                           edits=[]))
-    module_rows = [{"module": name, **info} for name, info in imported.items()]
+            out.append(Row(r, Liveness.LIVE if shown["live"] else Liveness.NOT_LIVE, shown["why"]))
+    module_rows = [ModuleImport(name, Imported(info["status"]), info["detail"]) for name, info in imported.items()]
     return Proof(out, module_rows, f"{python.path} ({answer['version']}, {python.how})")
 
 

@@ -1,11 +1,54 @@
-"""Typed results that cross layers: what a verb notes beside its work, and what state a patched file is in.
+"""Typed results that cross layers: the JSON records verbs print, what a verb notes beside its work, and the
+enums their fields take.
 
-Each carries its own JSON form; the command line prints ``text`` as the line and ``to_json()`` as the record.
+A record (``Record``) is a frozen dataclass whose fields are its JSON keys: ``to_json()`` is ``type`` and
+then each field in declaration order, and the output schema (``patchspec/schema/output.schema.json``) is
+generated from the same fields and annotations (``patchspec.cli.output_schema``). The command line prints
+a verb's records with ``--json`` and its lines otherwise.
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
-from dataclasses import dataclass
+import typing
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from patchspec.compiler.edits import Status
+from patchspec.compiler.plan import Resolved
+
+IS_TYPE = {"is_type": True}       # field metadata: this field's value is the record's ``type``
+OPTIONAL = {"optional": True}     # field metadata: left out of the JSON while it is None
+
+
+class Record:
+    """A JSON record of a verb's results (a frozen dataclass): ``TYPE`` is its ``type``, unless a field
+    declared with ``IS_TYPE`` metadata carries it; ``key`` metadata renames a field's JSON key."""
+
+    TYPE: ClassVar[str] = ""
+
+    @property
+    def type(self) -> str:
+        return str(next((getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata.get("is_type")),
+                        self.TYPE))
+
+    @classmethod
+    def json_fields(cls) -> list[dataclasses.Field]:
+        """The fields that are JSON keys beside ``type`` (the output schema's properties)."""
+        return [f for f in dataclasses.fields(cls) if not f.metadata.get("is_type")]
+
+    @classmethod
+    def json_hints(cls) -> dict:
+        """Those fields' annotations, resolved (the output schema's types)."""
+        return typing.get_type_hints(cls)
+
+    def to_json(self) -> dict:
+        out = {"type": self.type}
+        for f in self.json_fields():
+            value = getattr(self, f.name)
+            if not (value is None and f.metadata.get("optional")):
+                out[f.metadata.get("key", f.name)] = value
+        return out
 
 
 class NoteKind(enum.StrEnum):
@@ -13,6 +56,7 @@ class NoteKind(enum.StrEnum):
     REPLACED = "replaced"      # a record an upgrade or a reinstall made stale, dropped
     WARNING = "warning"        # applied all the same: a forced release, a file changed after install
     NOTE = "note"              # anything else worth a line
+    NEEDS_HUMAN = "needs-human"  # profile new: a transform that does not hold on the new release
     # what ``check`` finds wrong beside its rows
     EDITED = "edited"          # an installed snippet differs from what apply wrote
     RECORD = "record"          # the spec is applied from another spec version or release
@@ -22,13 +66,10 @@ class NoteKind(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class Note:
-    kind: NoteKind
-    text: str
-    file: str | None = None    # the file it is about, when one
-
-    def to_json(self) -> dict:
-        return {"type": str(self.kind), **({"file": self.file} if self.file else {}), "detail": self.text}
+class Note(Record):
+    kind: NoteKind = field(metadata=IS_TYPE)
+    file: str | None = field(default=None, kw_only=True, metadata=OPTIONAL)  # the file it is about, when one
+    text: str = field(metadata={"key": "detail"})
 
 
 def notes_of(kind: NoteKind, texts: list[str]) -> list[Note]:
@@ -44,6 +85,52 @@ class Verdict(enum.StrEnum):
     EDITED = "edited"              # applied, but the file differs from what apply wrote
 
 
+class Liveness(enum.StrEnum):
+    """What the run-time proof (``patchspec.proof``) shows of a transform in the root's interpreter."""
+
+    LIVE = "live"
+    NOT_LIVE = "not-live"
+    STATIC = "static"              # its module cannot be imported here; shown statically, and why
+
+
+@dataclass(frozen=True)
+class Row(Record):
+    """One transform of one target: the compiler's row (``Resolved``: how it resolved, its ``Status``) and,
+    where a verb has its own word on it, that word (``check``'s ``Verdict``, the proof's ``Liveness``) and its
+    detail. Its JSON keys (``KEYS``) read through to the resolved row."""
+
+    TYPE: ClassVar[str] = "transform"
+    KEYS: ClassVar[tuple[str, ...]] = ("spec", "target", "index", "kind", "file", "function", "status", "line",
+                                       "detail")
+    resolved: Resolved
+    verdict: Verdict | Liveness | None = None
+    why: str | None = None        # the verdict's detail, in place of the resolved row's
+
+    @property
+    def status(self) -> Status | Verdict | Liveness:
+        return self.resolved.status if self.verdict is None else self.verdict
+
+    @property
+    def detail(self) -> str:
+        return self.resolved.detail if self.why is None else self.why
+
+    def __getattr__(self, name: str):
+        if name in self.KEYS:
+            return getattr(self.resolved, name)
+        raise AttributeError(name)
+
+    @classmethod
+    def json_fields(cls) -> list[dataclasses.Field]:
+        return [f for f in dataclasses.fields(Resolved) if f.name in cls.KEYS]
+
+    @classmethod
+    def json_hints(cls) -> dict:
+        return {**typing.get_type_hints(Resolved), "status": Status | Verdict | Liveness}
+
+    def to_json(self) -> dict:
+        return {"type": self.TYPE, **{key: getattr(self, key) for key in self.KEYS}}
+
+
 class FileState(enum.StrEnum):
     """A patched or installed file against the state record (``status``, ``unapply``)."""
 
@@ -52,3 +139,32 @@ class FileState(enum.StrEnum):
     REPLACED = "replaced"       # by the installed release's own bytes (an upgrade, a reinstall)
     REMOVED = "removed"         # with its package
     MISSING = "missing"
+
+
+@dataclass(frozen=True)
+class FileAction(Record):
+    """What a verb did to a file: ``patched``, ``written`` (``under`` a directory given), restored, ..."""
+
+    TYPE: ClassVar[str] = "file"
+    path: str
+    action: str
+    under: str | None = field(default=None, metadata=OPTIONAL)
+
+
+@dataclass(frozen=True)
+class Diff(Record):
+    """One file's part of ``diff``: a unified diff that ``patch -p1`` and ``git apply`` take."""
+
+    TYPE: ClassVar[str] = "diff"
+    path: str
+    diff: str
+
+
+@dataclass(frozen=True)
+class SpecSummary(Record):
+    """A valid spec (``validate``): how many targets and transforms it holds."""
+
+    TYPE: ClassVar[str] = "spec"
+    spec: str
+    targets: int
+    transforms: int

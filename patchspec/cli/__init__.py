@@ -114,7 +114,7 @@ def _main(argv: list[str] | None) -> int:
         message = f"internal error: {type(exc).__name__}: {exc}" + ("" if args.debug else "; --debug shows where")
         return _fail(args, Exit.INTERNAL, message, {"message": message, "locations": []})
     if getattr(args, "json", False):
-        print(json.dumps(envelope(args.verb, outcome.exit, outcome.results, None), indent=1))
+        print(json.dumps(envelope(args.verb, outcome.exit, [r.to_json() for r in outcome.results], None), indent=1))
     else:
         for line in outcome.lines:
             print(line)

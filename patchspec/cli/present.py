@@ -8,12 +8,12 @@ from patchspec.compiler.plan import Resolved
 from patchspec.errors import severity_exit
 from patchspec.releases.matrix import Matrix
 from patchspec.releases.report import DriftResult, row_line
-from patchspec.results import Verdict
+from patchspec.results import Row
 
 
-def check_line(r: Resolved) -> str:
+def check_line(r: Row) -> str:
     where = f"{r.file}:{r.line}" if r.line else r.file
-    detail = f" ({r.detail})" if r.detail and not isinstance(r.status, Verdict) else ""
+    detail = f" ({r.detail})" if r.detail and r.verdict is None else ""
     return f"{r.status}: {r.spec} {r.target}#{r.index} {r.kind} {r.function} in {where}{detail}"
 
 

@@ -10,16 +10,21 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchspec.errors import Exit, PatchspecError, severity_exit
+
+if TYPE_CHECKING:
+    from patchspec.results import Record
 
 
 @dataclass
 class Outcome:
-    """What a verb did: its exit code, one JSON record per fact, and the lines a person reads."""
+    """What a verb did: its exit code, one record per fact (``results.Record``, printed by ``--json``), and
+    the lines a person reads."""
 
     exit: int
-    results: list[dict] = field(default_factory=list)
+    results: list[Record] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
 
 
@@ -93,29 +98,24 @@ def _only(args) -> set[str] | None:
     return set(args.only) if args.only else None
 
 
-def _row(r) -> dict:
-    return {"type": "transform", "spec": r.spec, "target": r.target, "index": r.index, "kind": r.kind,
-            "file": r.file, "function": r.function, "status": r.status, "line": r.line, "detail": r.detail}
-
-
 def cmd_compile(args) -> Outcome:
     from patchspec.cli.present import plan_line, report_lines
     from patchspec.prepare import compile_spec, prepare
     from patchspec.releases import report
-    from patchspec.results import Note, NoteKind
+    from patchspec.results import FileAction, Note, NoteKind, Row
 
     prepared = prepare(args.spec, args.release, args.root, _only(args))
     texts = compile_spec(prepared)
     out = _notes([Note(NoteKind.WARNING, f"warning: {w}") for w in prepared.warnings])
-    out.results += [_row(r) for r in prepared.plan.resolved]
+    out.results += [Row(r) for r in prepared.plan.resolved]
     out.lines += [plan_line(r) for r in prepared.plan.resolved]
     if args.output:
         for rel, text in texts.items():
             _write_output(Path(args.output), rel, text)
-            out.results.append({"type": "file", "path": rel, "action": "written", "under": args.output})
+            out.results.append(FileAction(rel, "written", args.output))
         out.lines.append(f"wrote {len(texts)} file(s) under {args.output}")
     drifted = report.drift(args.spec, args.root, prepared.release)
-    out.results += drifted.to_json()
+    out.results += drifted.records()
     out.lines += report_lines(drifted)
     return out
 
@@ -131,21 +131,22 @@ def _write_output(out: Path, rel: str, text: str) -> None:
 def _notes(notes) -> Outcome:
     """Recovery of an interrupted run, records dropped after an upgrade, warnings (``results.Note``): before
     a verb's lines."""
-    return Outcome(Exit.OK, [n.to_json() for n in notes], [n.text for n in notes])
+    return Outcome(Exit.OK, list(notes), [n.text for n in notes])
 
 
 def cmd_apply(args) -> Outcome:
     from patchspec import ops
+    from patchspec.results import FileAction, Row
 
     result = ops.apply(args.spec, args.release, args.root, _only(args), args.lock_timeout,
                        verify=not args.no_verify, python=args.python, timeout=args.timeout)
     out = _notes(result.notes)
     for r in result.skipped:
-        out.results.append({**_row(r), "status": "skipped"})
+        out.results.append(Row(r))
         out.lines.append(f"skipped: {r.target}#{r.index} {r.kind} ({r.detail})")
     action = "patched" if result.changed else "unchanged"
     for rel in result.files:
-        out.results.append({"type": "file", "path": rel, "action": action})
+        out.results.append(FileAction(rel, action))
         out.lines.append(f"{'patched' if result.changed else 'already applied, unchanged'}: {rel}")
     if result.proof is not None:
         shown = _proof(result.proof)
@@ -160,18 +161,18 @@ def cmd_apply(args) -> Outcome:
 
 def _proof(shown) -> Outcome:
     """The proof's rows, its modules, and a last line counting them."""
-    from patchspec import proof
+    from patchspec.proof import Imported
+    from patchspec.results import Liveness
 
     out = Outcome(Exit.BROKEN if shown.failed else Exit.OK)
-    out.results += [{"type": "module", **m} for m in shown.modules]
-    out.results += [_row(r) for r in shown.rows]
-    out.lines += [f"{m['status']}: {m['module']} ({m['detail']})" for m in shown.modules
-                  if m["status"] != "imported"]
+    out.results += shown.modules
+    out.results += shown.rows
+    out.lines += [f"{m.status}: {m.module} ({m.detail})" for m in shown.modules if m.status != Imported.IMPORTED]
     out.lines += [f"{r.status}: {r.spec} {r.target}#{r.index} {r.kind} {r.function} in {r.file} ({r.detail})"
                   for r in shown.rows]
-    count = {s: sum(r.status == s for r in shown.rows) for s in (proof.LIVE, proof.STATIC, proof.NOT_LIVE)}
-    out.lines.append(f"{count[proof.LIVE]} live, {count[proof.STATIC]} shown statically, "
-                     f"{count[proof.NOT_LIVE]} not live, in {shown.interpreter}")
+    count = {s: sum(r.status == s for r in shown.rows) for s in Liveness}
+    out.lines.append(f"{count[Liveness.LIVE]} live, {count[Liveness.STATIC]} shown statically, "
+                     f"{count[Liveness.NOT_LIVE]} not live, in {shown.interpreter}")
     return out
 
 
@@ -189,8 +190,10 @@ def cmd_unapply(args) -> Outcome:
 
 
 def _files(out: Outcome, actions: list[tuple[str, str]]) -> Outcome:
+    from patchspec.results import FileAction
+
     for rel, action in actions:
-        out.results.append({"type": "file", "path": rel, "action": action})
+        out.results.append(FileAction(rel, action))
         out.lines.append(f"{action}: {rel}")
     return out
 
@@ -219,7 +222,7 @@ def cmd_check(args) -> Outcome:
     from patchspec.cli.present import check_line
 
     result = ops.check(args.spec, args.release, args.root, _only(args))
-    return Outcome(result.code, [_row(r) for r in result.rows] + [p.to_json() for p in result.problems],
+    return Outcome(result.code, result.rows + result.problems,
                    [check_line(r) for r in result.rows] + [p.text for p in result.problems])
 
 
@@ -227,6 +230,7 @@ def cmd_diff(args) -> Outcome:
     from patchspec import ops
     from patchspec.difftext import unified
     from patchspec.prepare import prepare
+    from patchspec.results import Diff
 
     prepared = prepare(args.spec, args.release, args.root, _only(args))
     pieces = [(rel, unified(rel, old, new)) for rel, old, new in ops.diff_texts(prepared)
@@ -235,7 +239,7 @@ def cmd_diff(args) -> Outcome:
     if not args.json:
         color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
         sys.stdout.write(_colorize(text) if color else text)
-    return Outcome(Exit.OK, [{"type": "diff", "path": rel, "diff": piece} for rel, piece in pieces if piece])
+    return Outcome(Exit.OK, [Diff(rel, piece) for rel, piece in pieces if piece])
 
 
 def _colorize(text: str) -> str:
@@ -249,6 +253,7 @@ def _colorize(text: str) -> str:
 
 def cmd_validate(args) -> Outcome:
     from patchspec import snippets
+    from patchspec.results import SpecSummary
     from patchspec.spec import load_spec
 
     spec = load_spec(args.spec)
@@ -263,8 +268,7 @@ def cmd_validate(args) -> Outcome:
         compile_spec(prepared)   # refuses as compile, check and apply do
         ops.check_snippet_imports(spec, args.root, args.python)
         where = f"; holds on {args.root} (release {prepared.release})"
-    return Outcome(Exit.OK, [{"type": "spec", "spec": spec.name, "targets": len(spec.targets),
-                              "transforms": count}],
+    return Outcome(Exit.OK, [SpecSummary(spec.name, len(spec.targets), count)],
                    [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms{where}"])
 
 
@@ -277,7 +281,7 @@ def cmd_drift(args) -> Outcome:
                                          not args.no_cache)
     else:
         result = report.drift(args.spec, args.root, args.release, args.baseline, not args.no_cache)
-    return Outcome(severity_exit(result.code), result.to_json(), report_lines(result))
+    return Outcome(severity_exit(result.code), result.records(), report_lines(result))
 
 
 def cmd_matrix(args) -> Outcome:
@@ -298,21 +302,21 @@ def cmd_matrix(args) -> Outcome:
         raise PatchspecError("matrix needs at least one --root or --pypi")
     m = matrix(args.spec, roots, args.release, not args.no_cache)
     lines = matrix_markdown(m) if args.markdown else matrix_text(m)
-    return Outcome(severity_exit(m.code), m.to_json(), lines)
+    return Outcome(severity_exit(m.code), m.records(), lines)
 
 
 def cmd_profile(args) -> Outcome:
     from patchspec.releases.new_profile import new_profile
+    from patchspec.results import FileAction, NoteKind, notes_of
 
     accept = (lambda suggestion: True) if args.accept_suggested else _ask if sys.stdin.isatty() else None
     draft = new_profile(args.release, args.root, args.spec, args.old, args.force, accept,
                                      args.allow_broken)
-    results = [{"type": "needs-human", "detail": n} for n in draft.needs]
-    results += [{"type": "note", "detail": n} for n in draft.notes]
+    results = notes_of(NoteKind.NEEDS_HUMAN, draft.needs) + notes_of(NoteKind.NOTE, draft.notes)
     lines = [f"needs a human: {n}" for n in draft.needs] + draft.notes
     if draft.text is None:
         return Outcome(Exit.BROKEN, results, lines + [f"nothing written: {draft.path}"])
-    results.append({"type": "file", "path": str(draft.path), "action": "written"})
+    results.append(FileAction(str(draft.path), "written"))
     broken = f" (with {len(draft.needs)} transform(s) that do not hold)" if draft.needs else ""
     return Outcome(Exit.BROKEN if draft.needs else Exit.OK, results, lines + [f"wrote {draft.path}{broken}"])
 
@@ -325,11 +329,12 @@ def _ask(suggestion: str) -> bool:
 def cmd_init(args) -> Outcome:
     from patchspec import init
     from patchspec.releases.cache import pypi_root
+    from patchspec.results import FileAction
 
     root = args.root or str(pypi_root(args.pypi))
     written = init.scaffold(args.name, root, args.target, args.dir)
     spec = written[0]
-    return Outcome(Exit.OK, [{"type": "file", "path": str(p), "action": "written"} for p in written],
+    return Outcome(Exit.OK, [FileAction(str(p), "written") for p in written],
                    [f"wrote {p}" for p in written] + [
                        f"next: edit {written[1]}, then: patchspec apply {spec} --root SITE-PACKAGES"])
 
@@ -337,12 +342,13 @@ def cmd_init(args) -> Outcome:
 def cmd_record(args) -> Outcome:
     from patchspec import ops, record
     from patchspec.releases.new_profile import new_profile
+    from patchspec.results import FileAction
 
     done = record.record(args.name, args.root, args.upstream, args.before, tuple(args.target), args.dir,
                          apply_edit=lambda spec, root: ops.apply(spec, "auto", root).files,
                          new_profile=lambda release, root, spec: new_profile(release, root, [spec]).path)
-    results = [{"type": "file", "path": str(p), "action": "written"} for p in done.written]
-    results += [{"type": "file", "path": rel, "action": "replaced by the spec applied"} for rel in done.applied]
+    results = [FileAction(str(p), "written") for p in done.written]
+    results += [FileAction(rel, "replaced by the spec applied") for rel in done.applied]
     lines = [f"wrote {p}" for p in done.written]
     lines += [f"{t.file}:{t.qualname}#{index} {step.kind}: lines {_span(step.old)} -> {_span(step.new)}"
               for t in done.targets for index, step in enumerate(t.steps)]

@@ -9,6 +9,7 @@ inserted code and the ``USES`` check read bindings only from here.
 from __future__ import annotations
 
 import ast
+import collections
 import functools
 from dataclasses import dataclass
 
@@ -210,28 +211,65 @@ def attribute_rebindings(tree: ast.Module, owner: str, attr: str, after: int) ->
 
 @functools.lru_cache(maxsize=16)
 def _function_rebindings(tree: ast.Module) -> dict[str | tuple[str, str], list[Rebinding]]:
-    """From one walk of the module (a walk per target made resolving quadratic in the number of targets
-    of a file): by ``name``, the statements binding a module-level name through ``global``; by
-    ``(owner, attr)``, those setting an attribute of a module-level name the function does not bind."""
+    """From one walk of the module's statements (a walk per target made resolving quadratic in the number
+    of targets of a file): by ``name``, the statements binding a module-level name through ``global``; by
+    ``(owner, attr)``, those setting an attribute of a module-level name the function does not bind. Only
+    statements are walked (no expression holds one); a function's locals are gathered only for an owner
+    that is not a parameter (``self.x = ...`` is the common case)."""
     found: dict[str | tuple[str, str], list[Rebinding]] = {}
-    for func in ast.walk(tree):
-        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
-        body = list(walk_scope(func.body))
+    for func in _functions(tree):
+        body = list(scope_statements(func.body))
         declared = {name for n in body if isinstance(n, ast.Global) for name in n.names}
-        local = ({a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
-                 | {name for n in body for name in bound_by(n)}) - declared
+        params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
+        local: set[str] | None = None
         through = f", through `global` in {func.name}, line {func.lineno}"
         inside = f", in {func.name}, line {func.lineno}"
         for stmt in body:
-            if not isinstance(stmt, ast.stmt) or isinstance(stmt, ast.Global):
+            if isinstance(stmt, ast.Global):
                 continue
-            for name in sorted(declared & statement_binds(stmt)):
+            for name in sorted(declared & statement_binds(stmt)) if declared else ():
                 found.setdefault(name, []).append(Rebinding(stmt, keeps(stmt, name), through))
             for owner, attr, value in _attribute_sets(stmt):
+                if owner in params and owner not in declared:
+                    continue
+                if local is None:
+                    local = (params | {name for n in walk_scope(func.body) for name in bound_by(n)}) - declared
                 if owner not in local:
                     found.setdefault((owner, attr), []).append(Rebinding(stmt, _keeps(value, attr, owner), inside))
     return found
+
+
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _blocks_of(node: ast.AST) -> list[ast.AST]:
+    """The statements (and ``except``/``case`` clauses) directly inside a statement, in field order."""
+    return [item for name in node._fields if isinstance(value := getattr(node, name), list)
+            for item in value if isinstance(item, _BLOCKS)]
+
+
+def _functions(tree: ast.Module):
+    """Every function of the module, in ``ast.walk``'s order (breadth first): only statements are
+    followed, as no expression holds a function definition."""
+    queue = collections.deque(tree.body)
+    while queue:
+        node = queue.popleft()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield node
+        queue.extend(_blocks_of(node))
+
+
+def scope_statements(body: list[ast.stmt]):
+    """The statements of one scope, as ``walk_scope`` meets them (nested functions and classes yielded,
+    their bodies not), without walking their expressions."""
+    stack = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.stmt):
+            yield node
+        if isinstance(node, SCOPES):
+            continue
+        stack.extend(reversed(_blocks_of(node)))
 
 
 def _attribute_sets(stmt: ast.stmt) -> list[tuple[str, str, ast.AST]]:

@@ -31,7 +31,7 @@ def locate(text: Text, qualname: str) -> ast.stmt | None:
     """The live definition ``qualname`` names, or the last assignment of ``Class.attr`` / ``name`` (the
     binding ``set`` edits, which the compiler calls not live as a definition)."""
     try:
-        node = text.source.find(qualname)
+        node = text.find(qualname)
     except TargetNotLive:
         node = None
     except SourceError as exc:
@@ -39,7 +39,7 @@ def locate(text: Text, qualname: str) -> ast.stmt | None:
     if node is not None:
         return node
     owner_name, _, name = qualname.rpartition(".")
-    owner = text.source.find(owner_name) if owner_name else text.tree
+    owner = text.find(owner_name) if owner_name else text.tree
     if owner is None or (owner_name and not isinstance(owner, ast.ClassDef)):
         return None
     bound = [s for s in owner.body if assigned_name(s) == name]
@@ -74,7 +74,7 @@ class FileDraft:
     def named(self, qualname: str) -> None:
         old, new = locate(self.old, qualname), locate(self.new, qualname)
         if new is None and old is None:
-            close = difflib.get_close_matches(qualname, [q for q, _ in self.new.source.definitions()], n=3)
+            close = difflib.get_close_matches(qualname, [q for q, _ in self.new.definitions()], n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise Unfaithful(f"--target: {qualname} is defined in neither release's {self.old.path}{hint}",
                              file=self.old.path)
@@ -109,7 +109,7 @@ class FileDraft:
             raise _refuse(self.new, new, f"{qualname} changed from {type(old).__name__} to {type(new).__name__}")
 
     def function(self, qualname: str, old: ast.stmt, new: ast.stmt) -> None:
-        definition = Definition(self.old.source, old, qualname)
+        definition = Definition(self.old, old, qualname)
 
         def count(code: str, form: str) -> int:
             return len(definition.find(pattern.compile_pattern(code, form)))
@@ -273,7 +273,7 @@ def needed_imports(installed: Text, new: Text, reads: set[str], provided: set[st
     """Import statements for the names the carried code reads that the installed module does not bind:
     each from the import that binds it in the new release. A name the new release binds otherwise (and
     that is not carried) is refused."""
-    bound = scope.module_names(installed.source.tree)
+    bound = scope.module_names(installed.tree)
     if bound is None:
         return []
     out = []

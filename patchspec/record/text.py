@@ -6,37 +6,22 @@ from __future__ import annotations
 import ast
 import functools
 import textwrap
-from dataclasses import dataclass
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from patchspec.compiler.source import SourceFile, split_lines
+from patchspec.compiler.source import SourceFile, span
 from patchspec.errors import PatchspecError
 
 DEF_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-@dataclass
-class Text:
-    path: str
-    text: str
+class Text(SourceFile):
+    """A source file as record reads it: the compiler's ``SourceFile``, and the code of its statements."""
 
-    @functools.cached_property
-    def lines(self) -> list[str]:
-        return split_lines(self.text)
-
-    @functools.cached_property
-    def tree(self) -> ast.Module:
-        try:
-            return ast.parse(self.text, filename=self.path)
-        except SyntaxError as exc:
-            raise PatchspecError(f"not valid Python: {exc.msg}; record reads what Python would run, nothing was "
-                                 "written", file=self.path, line=exc.lineno, col=exc.offset) from None
-
-    @functools.cached_property
-    def source(self) -> SourceFile:
-        return SourceFile(self.path, self.text)
+    def not_python(self, exc: SyntaxError) -> PatchspecError:
+        return PatchspecError(f"not valid Python: {exc.msg}; record reads what Python would run, nothing was "
+                              "written", file=self.path, line=exc.lineno, col=exc.offset)
 
     @functools.cached_property
     def _statements(self) -> dict[tuple[int, int], list[cst.CSTNode]]:
@@ -97,8 +82,7 @@ class Text:
         return self.code(node)
 
     def lines_of(self, node: ast.AST) -> tuple[int, int]:
-        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        return start, node.end_lineno
+        return span(node)
 
 
 def dump(node: ast.AST | list) -> str:

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from patchspec.compiler.drift import NOT_CHECKED, SEVERITY, USES
 from patchspec.releases.report import drift
+from patchspec.results import Record
 
 
 @dataclass
@@ -17,10 +19,29 @@ class Matrix:
     def code(self) -> int:
         return max((SEVERITY.get(c, 2) for cells in self.cells.values() for c in cells), default=0)
 
-    def to_json(self) -> list[dict]:
-        return ([{"type": "matrix-column", "root": root, "release": release} for root, release in self.columns]
-                + [{"type": "matrix-row", "target": t, "index": i, "kind": k, "cells": self.cells[(t, i)]}
-                   for t, i, k in self.rows])
+    def records(self) -> list[Record]:
+        return [MatrixColumn(root, release) for root, release in self.columns] + [
+            MatrixRow(t, i, k, self.cells[(t, i)]) for t, i, k in self.rows]
+
+
+@dataclass(frozen=True)
+class MatrixColumn(Record):
+    """A root of the matrix and the release it was compared with."""
+
+    TYPE: ClassVar[str] = "matrix-column"
+    root: str
+    release: str
+
+
+@dataclass(frozen=True)
+class MatrixRow(Record):
+    """A transform (or a snippet binding) of the matrix: its drift class on each root, in column order."""
+
+    TYPE: ClassVar[str] = "matrix-row"
+    target: str
+    index: int
+    kind: str
+    cells: list[str]
 
 
 def matrix(spec_path: str, roots: list[str], release: str = "auto", use_cache: bool = True) -> Matrix:

@@ -5,8 +5,10 @@ Nothing here writes to a root; results are cached per file (``releases.drift_cac
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from patchspec.compiler.drift import CHANGED, UNCHANGED, USES, DriftRow, exit_code, report
 from patchspec.errors import PatchspecError
@@ -14,6 +16,7 @@ from patchspec.install import installed
 from patchspec.install.root import Root
 from patchspec.install.state import load_state
 from patchspec.model import Spec, package_of
+from patchspec.results import Record
 from patchspec.prepare import pristine_reader
 from patchspec.releases import cache, profiles
 from patchspec.releases.drift_cache import cached_binding_rows, cached_file_drift, cached_obsolete_line
@@ -33,11 +36,44 @@ class DriftResult:
     def code(self) -> int:
         return exit_code(self.rows)
 
-    def to_json(self) -> list[dict]:
+    def records(self) -> list[Record]:
         """One record per row, then the summary: the ``results`` of the JSON envelope."""
-        return [{"type": "drift", **r.to_dict()} for r in self.rows] + [
-            {"type": "drift-summary", "spec": self.spec.name, "release": self.release, "note": self.note,
-             "severity": self.code}]
+        return [DriftRecord(r) for r in self.rows] + [DriftSummary(self.spec.name, self.release, self.note,
+                                                                   self.code)]
+
+    def to_json(self) -> list[dict]:
+        return [r.to_json() for r in self.records()]
+
+
+@dataclass(frozen=True)
+class DriftRecord(Record):
+    """One row of a drift report: its JSON keys are the row's fields (``DriftRow``, the drift cache's form)."""
+
+    TYPE: ClassVar[str] = "drift"
+    row: DriftRow
+
+    def to_json(self) -> dict:
+        return {"type": self.TYPE, **self.row.to_dict()}
+
+    @classmethod
+    def json_fields(cls) -> list[dataclasses.Field]:
+        return [f for f in dataclasses.fields(DriftRow) if f.name != "edits"]
+
+    @classmethod
+    def json_hints(cls) -> dict:
+        return typing.get_type_hints(DriftRow)
+
+
+@dataclass(frozen=True)
+class DriftSummary(Record):
+    """A drift report's last record: the release compared with, how it was chosen, the worst severity
+    (0 none, 1 still applies, 2 broken)."""
+
+    TYPE: ClassVar[str] = "drift-summary"
+    spec: str
+    release: str
+    note: str
+    severity: int
 
 
 def pick_release(spec: Spec, directory: Path, root: Root, release: str) -> tuple[str, str]:

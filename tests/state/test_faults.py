@@ -66,7 +66,7 @@ def test_every_kill_point_is_recoverable(states, tmp_path, verb):
         assert in_child(argv(killed), {txn.FAULT_ENV: f"{number}:kill"}) == -9, where
         left = tree(killed)
         status = ops.status(str(killed))
-        assert (status.code, bool([r for r in status.results if r["type"] == "recovery"])) == \
+        assert (status.code, bool([r for r in status.results if r.type == "recovery"])) == \
             ((1, True) if (killed / txn.JOURNAL).exists() else (0, False)), where
         assert tree(killed) == left, where
         for follow in ("apply", "unapply", "recover"):
