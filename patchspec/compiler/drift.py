@@ -169,7 +169,7 @@ def _fingerprint(definition: Definition | None) -> str | None:
     if definition is None:
         return None
     try:
-        parsed = None if isinstance(definition.node, ast.ClassDef) else definition.fragment.node
+        parsed = None if isinstance(definition.node, ast.ClassDef) else definition.whole
         return fingerprint.of_definition(definition.source, definition.node, parsed)
     except SourceError:
         return None

@@ -254,6 +254,24 @@ def _item_matcher(item):
     return m.ZeroOrMore() if is_wildcard(item) else to_matcher(item)
 
 
+def names_needed(text: str, form: str) -> frozenset[str] | None:
+    """The names (attribute names among them) that the text of every node the pattern matches holds: a
+    name matches only an equal name, and libcst keeps a name as it is written. None when the pattern can
+    match without one (``...``, a literal, only metavariables), or when it is a function definition (it
+    could match the target itself)."""
+    node = parse(text, form)
+    if isinstance(node, cst.FunctionDef):
+        return None
+    names: set[str] = set()
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Name) and not current.value.startswith((ONE, RUN)):
+            names.add(current.value)
+        stack.extend(current.children)
+    return frozenset(names) or None
+
+
 @functools.lru_cache(maxsize=4096)
 def compile_pattern(text: str, form: str):
     """Parse a pattern and return its matcher."""

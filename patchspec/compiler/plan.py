@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 
-from patchspec.compiler import gcpause, lint, rewrite
+from patchspec.compiler import gcpause, lint, pattern, rewrite
 from patchspec.compiler.edits import ConflictError, LineEdit, NodeEdit, ResolveError, Status, marked_line
 from patchspec.compiler.emit import render_fragment, splice
 from patchspec.compiler.source import SourceError, SourceFile, TargetAmbiguous, TargetNotLive
@@ -69,14 +69,37 @@ def resolve(specs: Iterable[Spec], read: Callable[[str], str | None],
             has_package: Callable[[str], bool], only: set[str] | None = None,
             sources: dict[str, SourceFile] | None = None) -> Plan:
     """``sources`` seeds the files already read and parsed, so that resolving again costs no re-parse."""
+    specs = list(specs)
     plan = Plan([], dict(sources or {}), {})
+    needs = _needs(specs)
     for spec in specs:
         rows = []
         for target in spec.targets:
-            rows += _resolve_target(plan, spec, target, read, has_package, only)
+            rows += _resolve_target(plan, spec, target, read, has_package, only, needs)
         _refuse_unbound(plan, spec, rows)
         plan.resolved += rows
     return plan
+
+
+def _needs(specs: list[Spec]) -> dict[tuple[str, str], tuple[frozenset[str], ...] | None]:
+    """By target definition, the names each pattern of the transforms on it needs (see ``Definition``);
+    None when one of those transforms is not ``local`` or has a pattern that needs no name."""
+    found: dict[tuple[str, str], tuple[frozenset[str], ...] | None] = {}
+    for spec in specs:
+        for target in spec.targets:
+            key = (target.file, target.function)
+            for transform in target.transforms:
+                kind = KINDS[transform.kind]
+                try:
+                    names = [pattern.names_needed(transform.params[key_], form)
+                             for key_, form in kind.pattern_keys.items() if key_ in transform.params]
+                except pattern.PatternError:   # resolving reports it, where it did before
+                    names = [None]
+                if not kind.local or None in names or found.get(key, ()) is None:
+                    found[key] = None
+                else:
+                    found[key] = (*found.get(key, ()), *names)
+    return found
 
 
 def _refuse_unbound(plan: Plan, spec: Spec, rows: list[Resolved]) -> None:
@@ -88,7 +111,7 @@ def _refuse_unbound(plan: Plan, spec: Spec, rows: list[Resolved]) -> None:
             row.status, row.detail, row.lines = Status.UNBOUND, text, [row.line] if row.line else []
 
 
-def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, only) -> list[Resolved]:
+def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, only, needs) -> list[Resolved]:
     def row(transform, status: Status, detail: str = "", lines: list[int] | None = None) -> Resolved:
         return Resolved(spec.name, target.id, transform.index, transform.kind, target.file, target.function,
                         status, None, detail, lines or [], spec_loc=transform.loc)
@@ -119,7 +142,8 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, o
         return each(Status.TARGET_MISSING, f"{target.function} is not defined in {target.file}"
                     f"{_did_you_mean(target.function, source)}")
     key = (target.file, target.function)
-    shared = plan.definitions.setdefault(key, Definition(source, located.node, target.function))
+    shared = plan.definitions.setdefault(key, Definition(source, located.node, target.function,
+                                                           needs.get(key)))
     out = []
     for transform in target.transforms:
         ctx = TargetContext(shared, spec.alias, spec.marker, spec.name)

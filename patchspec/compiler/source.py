@@ -3,14 +3,17 @@
 A whole-file libcst parse of a 7,000-line runner costs seconds; Python's own ``ast`` finds a definition
 in a tenth of that. So the compiler locates each target with ``ast`` and hands libcst only the lines of
 that definition (a *fragment*), then splices the regenerated lines back. Everything outside the
-targeted definitions is never parsed by libcst and is kept byte for byte.
+targeted definitions is never parsed by libcst and is kept byte for byte. Within a function whose
+transforms only look at what their patterns match, a body statement whose text lacks a name every match
+needs is not parsed either: it stands in as one name of as many lines, put back when the fragment renders.
 """
 from __future__ import annotations
 
 import ast
 import functools
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -227,8 +230,8 @@ class SourceFile:
         walk(self.tree.body, "")
         return out
 
-    def fragment(self, node: DefNode) -> "Fragment":
-        return Fragment.parse(self, node)
+    def fragment(self, node: DefNode, keep: Callable[[str], bool] | None = None) -> "Fragment":
+        return Fragment.parse(self, node, keep)
 
     def import_line(self) -> int:
         """The line after which module-level imports go: after the leading imports (or the docstring), and
@@ -274,9 +277,29 @@ def span(node: DefNode) -> tuple[int, int]:
     return start, node.end_lineno
 
 
+STAND_IN = "__patchspec_stand_in_{}__"
+
+
+def units(node: DefNode) -> list[tuple[int, int]]:
+    """The body of a definition as runs of whole lines, one per statement (statements that share a line,
+    ``a = 1; b = 2``, are one run): first and last line, decorators included."""
+    out: list[tuple[int, int]] = []
+    for stmt in node.body:
+        start, end = span(stmt)
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(end, out[-1][1]))
+        else:
+            out.append((start, end))
+    return out
+
+
 @dataclass
 class Fragment:
-    """The lines of one definition, parsed by libcst on their own (under an ``if True:`` if indented)."""
+    """The lines of one definition, parsed by libcst on their own (under an ``if True:`` if indented).
+
+    With ``keep``, the statements of the body that ``keep`` turns down are not parsed: each stands in as
+    one name of as many lines (``STAND_IN``), which ``render`` turns back into its lines; a caller gives
+    ``keep`` only when nothing it looks for or edits can be inside such a statement."""
 
     source: SourceFile
     start: int
@@ -284,25 +307,34 @@ class Fragment:
     module: cst.Module
     header: str
     one_line: bool = False   # the body shared the header's line and was given a block of its own
+    stand_ins: dict[str, str] = field(default_factory=dict)   # a stand-in's text -> the lines it stands for
 
     @classmethod
-    def parse(cls, source: SourceFile, node: DefNode) -> "Fragment":
+    def parse(cls, source: SourceFile, node: DefNode, keep: Callable[[str], bool] | None = None) -> "Fragment":
         start, end = span(node)
-        text = "".join(source.lines[start - 1:end])
-        indented = text[:1] in (" ", "\t")
+        lines = source.lines[start - 1:end]
+        indented = lines[0][:1] in (" ", "\t") if lines else False
         header = "if True:" + source.newline if indented else ""
+        stand_ins: dict[str, str] = {}
+        if keep is not None:
+            lines, stand_ins = _stand_in(source, node, start, keep)
+        text = "".join(lines)
         if text and not text.endswith(("\n", "\r")):
             text += source.newline
         try:
             module = cst.parse_module(header + text)
         except cst.ParserSyntaxError as exc:
+            if stand_ins:   # the error is the whole definition's to report
+                return cls.parse(source, node)
             raise SourceError(f"{source.path}:{start}: libcst cannot parse this definition: "
                               f"{str(exc).splitlines()[0]}") from None
-        node = module.body[0].body.body[0] if header else module.body[0]
-        if not isinstance(node.body, cst.SimpleStatementSuite):
-            return cls(source, start, end, module, header)
-        expanded = node.with_changes(body=block_of(node.body))
-        module = module.deep_replace(node, expanded) if header else module.with_changes(body=[expanded])
+        if stand_ins and not _stands_as_block(module, header):   # a stand-in took the header's line
+            return cls.parse(source, node)
+        parsed = module.body[0].body.body[0] if header else module.body[0]
+        if not isinstance(parsed.body, cst.SimpleStatementSuite):
+            return cls(source, start, end, module, header, stand_ins=stand_ins)
+        expanded = parsed.with_changes(body=block_of(parsed.body))
+        module = module.deep_replace(parsed, expanded) if header else module.with_changes(body=[expanded])
         return cls(source, start, end, module, header, one_line=True)
 
     @property
@@ -313,7 +345,47 @@ class Fragment:
     def render(self, module: cst.Module) -> str:
         """The lines that replace this fragment's lines in the file."""
         code = module.code[len(self.header):]
+        for stand_in, original in self.stand_ins.items():
+            if code.count(stand_in) != 1:
+                raise AssertionError(f"{self.source.path}:{self.start}: a statement left unparsed was edited")
+            code = code.replace(stand_in, original)
         original_end = self.source.lines[self.end - 1]
         if not original_end.endswith(("\n", "\r")):
             code = code[: -len(self.source.newline)]
         return code
+
+
+def _stands_as_block(module: cst.Module, header: str) -> bool:
+    """Whether a fragment with stand-ins is still one function with an indented body."""
+    first = module.body[0] if module.body else None
+    if header:
+        first = first.body.body[0] if isinstance(first, cst.If) and len(first.body.body) == 1 else None
+    return isinstance(first, cst.FunctionDef) and isinstance(first.body, cst.IndentedBlock) and len(module.body) == 1
+
+
+def _stand_in(source: SourceFile, node: DefNode, start: int, keep: Callable[[str], bool]):
+    """The definition's lines with each body statement ``keep`` turns down as a stand-in of as many
+    lines, and the stand-ins' texts (up to the last line's ending) with the lines they stand for."""
+    lines = source.lines
+    runs = units(node)
+    out = lines[start - 1:runs[0][0] - 1]
+    stand_ins: dict[str, str] = {}
+    after = runs[0][0]
+    for first, last in runs:
+        out += lines[after - 1:first - 1]          # blank and comment lines between statements
+        after = last + 1
+        text = "".join(lines[first - 1:last])
+        name = STAND_IN.format(len(stand_ins))
+        # kept: a statement that may hold a match, one that shares a logical line with what comes before
+        # or after it (a backslash ends the line before or its own last line), the stand-in's name in use
+        joined = any(line.rstrip("\r\n").endswith("\\") for line in (lines[first - 2], lines[last - 1]))
+        if keep(text) or joined or name in source.text:
+            out += lines[first - 1:last]
+            continue
+        indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip(" \t\f"))]
+        ending = lines[last - 1][len(lines[last - 1].rstrip("\r\n")):]
+        stand_in = indent + name if first == last else f"{indent}({name}{source.newline * (last - first)})"
+        stand_ins[stand_in] = text[: len(text) - len(ending)]
+        out += split_lines(stand_in + ending)
+    out += lines[after - 1:node.end_lineno]
+    return out, stand_ins

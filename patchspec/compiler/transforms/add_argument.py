@@ -62,4 +62,4 @@ def add_argument(ctx: TargetContext, params: dict[str, str]):
 ADD_ARGUMENT = Kind("add_argument", "adds `keyword=value` to the one call in the target that matches the "
                     "`call` pattern", {"call": Key.EXPRESSION_PATTERN, "keyword": Key.IDENTIFIER,
                                        "value": Key.EXPRESSION}, add_argument,
-                    actions=(ARGUMENT,), slot=_slot, rank=3)
+                    actions=(ARGUMENT,), slot=_slot, rank=3, local=True)

@@ -17,15 +17,28 @@ from patchspec.compiler.source import DefNode, Fragment, SourceFile
 
 @dataclass(eq=False)
 class Definition:
-    """A target definition, parsed by libcst at most once however many transforms and specs use it."""
+    """A target definition, parsed by libcst at most once however many transforms and specs use it.
+
+    ``needs``: for every pattern of every transform on it, the names a match holds (``pattern.names_needed``),
+    when each of those transforms is ``local``: a function's body statements whose text holds all the names
+    of none of them are then left unparsed (``Fragment``). None parses the whole definition."""
 
     source: SourceFile
     node: DefNode
     qualname: str
+    needs: tuple[frozenset[str], ...] | None = None
 
     @functools.cached_property
     def fragment(self) -> Fragment:
-        return self.source.fragment(self.node)
+        if self.needs is None or not isinstance(self.node, ast.FunctionDef | ast.AsyncFunctionDef):
+            return self.source.fragment(self.node)
+        return self.source.fragment(self.node, lambda text: any(all(n in text for n in names)
+                                                                for names in self.needs))
+
+    @property
+    def whole(self) -> cst.FunctionDef | cst.ClassDef:
+        """The definition parsed whole (what a fingerprint reads), its statements left unparsed included."""
+        return self.source.fragment(self.node).node if self.fragment.stand_ins else self.fragment.node
 
     @functools.cached_property
     def _walk(self) -> _WalkState:

@@ -23,7 +23,7 @@ def _resolve(action: str, ctx: TargetContext, params: dict[str, str]) -> tuple[i
 KEYS = {"anchor": Key.STATEMENT_PATTERN, "code": Key.CODE}
 INSERT_BEFORE = Kind("insert_before", "inserts `code` as the statement before the anchor statement", KEYS,
                      lambda ctx, params: _resolve("before", ctx, params), binds=code_binds,
-                     actions=(ACTIONS["before"],), rank=0)
+                     actions=(ACTIONS["before"],), rank=0, local=True)
 INSERT_AFTER = Kind("insert_after", "inserts `code` as the statement after the anchor statement", KEYS,
                     lambda ctx, params: _resolve("after", ctx, params), binds=code_binds,
-                    actions=(ACTIONS["after"],), rank=1)
+                    actions=(ACTIONS["after"],), rank=1, local=True)

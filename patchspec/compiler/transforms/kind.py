@@ -98,6 +98,8 @@ class Kind:
     rank: int = 100                               # its place in the registry (the schema enum, docs table)
     binds: Callable[[dict[str, str]], Binds] = lambda params: NOTHING   # what it binds (see ``Binds``)
     live: Live = Live.CODE_LINES                  # how verify shows it live
+    local: bool = False                           # it looks at and edits only what its patterns match and the
+                                                  # target's own node: the body's other statements need no parse
 
     @property
     def schema(self) -> dict:

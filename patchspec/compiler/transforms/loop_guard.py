@@ -27,4 +27,4 @@ def loop_guard(ctx: TargetContext, params: dict[str, str]):
 
 LOOP_GUARD = Kind("loop_guard", "inserts `code` as the first statement of the body of the one loop matching "
                   "`loop`", {"loop": Key.STATEMENT_PATTERN, "code": Key.CODE}, loop_guard, binds=code_binds,
-                  actions=(BODY_HEAD,), rank=4)
+                  actions=(BODY_HEAD,), rank=4, local=True)

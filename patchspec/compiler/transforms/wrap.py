@@ -34,4 +34,4 @@ def wrap(ctx: TargetContext, params: dict[str, str]):
 
 WRAP = Kind("wrap", "decorates the target with `@alias.<with>` (innermost): the snippet receives the original "
             "function and returns the function to call; the original stays reachable as `__wrapped__`",
-            {"with": Key.HOOK}, wrap, hook=Hook.DECORATOR, actions=(DECORATE,), rank=2, live=Live.WRAPPED)
+            {"with": Key.HOOK}, wrap, hook=Hook.DECORATOR, actions=(DECORATE,), rank=2, live=Live.WRAPPED, local=True)
