@@ -38,6 +38,7 @@ from patchspec.prepare import (
     patched_texts,
     prepare,
     pristine_reader,
+    raise_if_upstream,
     raise_plan_errors,
 )
 from patchspec.results import FileState, Liveness, Note, NoteKind, Record, Row, Verdict, notes_of
@@ -113,11 +114,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         raise_plan_errors(prepared.plan)
         files = set(prepared.plan.files)
         if not files:
-            done = [r for r in prepared.plan.resolved if r.ok and not r.edits]
-            if done:   # a rewrite whose replacement the release holds already (drift: obsolete)
-                raise PatchspecError(f"nothing to apply: this release already holds every change of {spec.name} "
-                                     f"({done[0].target}#{done[0].index}: {done[0].note or 'nothing to do'}); "
-                                     f"the fix is upstream", file=spec_path)
+            raise_if_upstream(spec, prepared.plan)
             raise PatchspecError(f"nothing to apply: every target of {spec.name} was skipped", file=spec_path)
         for rel in files & set(state.files):
             _verify_file(root, state, rel)
@@ -407,6 +404,7 @@ def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) 
                if marker in encoding.decode(root.read_bytes(rel) or b"")]
     if prepared.plan.errors:  # the bindings are said too: a release may lack both an anchor and a name
         return CheckResult(Exit.BROKEN, rows, notes + bound + partial)
+    raise_if_upstream(prepared.spec, prepared.plan)
     try:
         emit(prepared.plan, [prepared.spec])
     except ConflictError as exc:

@@ -161,9 +161,20 @@ def compile_plan(spec: Spec, plan: Plan, read) -> dict[str, str]:
     texts, or the first thing that refuses it (an unresolved transform, a conflict, what lint finds in the
     patched file, a ``USES`` binding the release lacks) raised at the spec's line:col."""
     raise_plan_errors(plan)
+    raise_if_upstream(spec, plan)
     texts = emit_checked(plan, [spec])
     raise_binding_problems(binding_problems(spec, plan, read), spec)
     return texts
+
+
+def raise_if_upstream(spec: Spec, plan: Plan) -> None:
+    """A release that already holds every change of the spec: nothing to write, and a rewrite whose
+    replacement is there (drift calls it ``obsolete``). Apply and check say it in these words."""
+    done = [r for r in plan.resolved if r.ok and not r.edits]
+    if done and not plan.files:
+        raise PatchspecError(f"nothing to apply: this release already holds every change of {spec.name} "
+                             f"({done[0].target}#{done[0].index}: {done[0].note or 'nothing to do'}); "
+                             f"the fix is upstream", file=spec.path)
 
 
 def binding_problems(spec: Spec, plan: Plan, read) -> list[str]:

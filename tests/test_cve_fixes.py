@@ -96,3 +96,22 @@ def test_apply_on_the_release_with_the_fix_says_the_fix_is_upstream(copy_root):
     with pytest.raises(PatchspecError, match="already holds every change of requests-cve-2023-32681.*upstream"):
         ops.apply(str(CVE / "requests-cve-2023-32681.yaml"), "requests-2.30.0", str(root))
     assert tree(root) == before
+
+
+@pytest.mark.parametrize("verb", ["check", "validate", "compile", "diff"])
+def test_every_verb_on_the_release_with_the_fix_says_what_apply_says(copy_root, capsys, verb):
+    from patchspec.cli import main
+
+    root = copy_root(pypi_root("requests==2.31.0"))
+    before = tree(root)
+    said = {}
+    for name in ("apply", verb):
+        code = main([name, str(CVE / "requests-cve-2023-32681.yaml"), "--release", "requests-2.30.0",
+                     "--root", str(root)])
+        out = capsys.readouterr()
+        said[name] = (code, out.out + out.err)
+    assert said[verb] == said["apply"]
+    code, line = said["apply"]
+    assert code == 2 and "already holds every change of requests-cve-2023-32681" in line, line
+    assert line.rstrip().endswith("the fix is upstream") and len(line.strip().splitlines()) == 1, line
+    assert tree(root) == before

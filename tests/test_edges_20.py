@@ -36,7 +36,7 @@ def toy_pair(tmp_path):
 
 
 @pytest.mark.parametrize("verb", ["status", "check", "validate", "compile", "diff", "drift"])
-def test_seen_12_a_closed_stdout_ends_quietly(toy_pair, verb):
+def test_a_closed_stdout_ends_quietly(toy_pair, verb):
     root, spec = toy_pair
     argv = {"status": ["status", "--root", str(root)], "validate": ["validate", spec],
             "drift": ["drift", spec, "--root", str(root), "--no-cache"]}.get(verb, [verb, spec, "--root", str(root)])
@@ -59,7 +59,7 @@ def _spec_with(tmp_path: Path, spec: str, old: bytes, new: bytes) -> str:
     pytest.param(b"_p.stop(self, 1)", b"_p.stop(self, '\xff')", ":10:", "not UTF-8 text (byte 0xff)",
                  id="a 0xff byte in code"),
 ])
-def test_seen_12_a_bad_name_or_byte_is_refused_at_line_col_on_every_verb(toy_pair, tmp_path, capsys, verb,
+def test_a_bad_name_or_byte_is_refused_at_line_col_on_every_verb(toy_pair, tmp_path, capsys, verb,
                                                                         old, new, where, why):
     root, spec = toy_pair
     edited = _spec_with(tmp_path, spec, old, new)
@@ -71,7 +71,7 @@ def test_seen_12_a_bad_name_or_byte_is_refused_at_line_col_on_every_verb(toy_pai
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
 
 
-def test_seen_12_check_while_another_process_holds_the_root_answers_for_the_committed_state(toy_pair):
+def test_check_while_another_process_holds_the_root_answers_for_the_committed_state(toy_pair):
     root, spec = toy_pair
     env = {**os.environ, "PYTHONPATH": str(REPO), "PATCHSPEC_FAULT": "12:kill"}
     killed = subprocess.run([sys.executable, "-m", "patchspec", "apply", spec, "--root", str(root)], env=env,
@@ -93,7 +93,7 @@ def test_seen_12_check_while_another_process_holds_the_root_answers_for_the_comm
     assert status.returncode == 0 and "in progress" in status.stdout and "nothing applied" in status.stdout
 
 
-def test_seen_12_a_symlinked_install_is_refused_saying_to_copy(toy_pair, tmp_path, capsys):
+def test_a_symlinked_install_is_refused_saying_to_copy(toy_pair, tmp_path, capsys):
     """What ``uv pip install --link-mode=symlink`` lays out: each file a link into uv's cache."""
     root, spec = toy_pair
     shared = tmp_path / "uv-cache" / "pkg"
@@ -107,7 +107,7 @@ def test_seen_12_a_symlinked_install_is_refused_saying_to_copy(toy_pair, tmp_pat
     assert "pkg/a.py is a symbolic link out of the root" in err and "--link-mode=copy" in err, err
 
 
-def test_seen_12_a_read_only_verb_reads_again_when_a_run_commits_while_it_reads(toy_pair):
+def test_a_read_only_verb_reads_again_when_a_run_commits_while_it_reads(toy_pair):
     """A writer that commits between a reader's first and last read (here: during the first ``compute``)
     must not leave the reader answering from a mix of the two states."""
     from patchspec import ops

@@ -90,3 +90,14 @@ def test_the_compiler_imports_no_layer_above_it():
             above |= {(path.name, n) for n in names if n.startswith("patchspec") and
                       n.split(".")[1] not in ("compiler", "model", "errors")}
     assert not above
+
+
+def test_every_module_that_declares_a_record_is_one_the_schema_is_generated_from():
+    package = Path(ops.__file__).parent
+    declaring = set()
+    for path in package.rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        if any(isinstance(node, ast.ClassDef) and any(getattr(b, "id", "") == "Record" for b in node.bases)
+               for node in tree.body):
+            declaring.add(".".join(path.relative_to(package.parent).with_suffix("").parts))
+    assert declaring == set(output_schema.RECORD_MODULES)

@@ -325,28 +325,22 @@ def test_control_a_wrap_hook_that_is_not_a_decorator_of_one_function_is_refused(
     assert message.startswith(f"{spec}:11:")
 
 
-def test_an_alias_that_is_a_local_of_the_target_is_refused(lab):
+@pytest.mark.parametrize("alias, code, why", [
+    pytest.param("resp", "resp.note()", "the snippet alias resp is also a local name of send",
+                 id="an alias that is a local of the target"),
+    pytest.param("os", "os.note(resp)", "the snippet alias os would shadow os",
+                 id="an alias that shadows a module name"),
+])
+def test_an_alias_that_names_something_else_where_the_code_lands_is_refused(lab, alias, code, why):
     lab.source(BODY)
-    spec = lab.spec("""
+    spec = lab.spec(f"""
       - id: send
         file: pkg/mod.py
         function: send
         transforms:
-          - insert_before: {anchor: "return resp", code: "resp.note()"}
-    """, alias="resp")
-    assert "the snippet alias resp is also a local name of send" in refusal(spec, lab)
-
-
-def test_an_alias_that_shadows_a_module_name_is_refused(lab):
-    lab.source(BODY)
-    spec = lab.spec("""
-      - id: send
-        file: pkg/mod.py
-        function: send
-        transforms:
-          - insert_before: {anchor: "return resp", code: "os.note(resp)"}
-    """, alias="os")
-    assert "the snippet alias os would shadow os" in refusal(spec, lab)
+          - insert_before: {{anchor: "return resp", code: "{code}"}}
+    """, alias=alias)
+    assert why in refusal(spec, lab)
 
 
 def test_two_specs_with_one_alias_for_different_packages_are_refused(lab):

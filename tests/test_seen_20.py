@@ -1,6 +1,6 @@
 """Issue 20's "What was seen", the static items, each on the real release named (from PyPI, cached): a
 spec that applied but whose code never ran is refused in one line naming the binding that is live, and
-correct specs that were refused now hold on every verb. ``test_seen_N`` fails before the change."""
+correct specs that were refused now hold on every verb. Each test failed before that change."""
 from __future__ import annotations
 
 import subprocess
@@ -74,29 +74,57 @@ def run(root: Path, code: str, stdin: str = "") -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-# --- 1. a function that rebinds itself ---------------------------------------------------------------
+# --- 1, 3, 4, 7, 8. a patch that would not run: check answers 4 naming the binding that is live ---------
 
-@pytest.mark.parametrize("transform", [
-    "wrap: {with: hook}",
-    "insert_before: {anchor: 'return wait_for_socket(sock, read, write, timeout)', code: '_s.note(sock)'}",
+WAIT = ("not-live", "wait_for_socket is rebound at line 107 (`wait_for_socket = poll_wait_for_socket`, through "
+        "`global` in wait_for_socket")
+RETRY = "name: DEFAULT_REMOVE_HEADERS_ON_REDIRECT, value: 'frozenset([\"Cookie\", \"Authorization\"])'"
+
+
+@pytest.mark.parametrize("file, function, transform, release, said", [
+    pytest.param("util/wait.py", "wait_for_socket", "wrap: {with: hook}", "2.0.5", WAIT,
+                 id="a function that rebinds itself, wrapped"),
+    pytest.param("util/wait.py", "wait_for_socket",
+                 "insert_before: {anchor: 'return wait_for_socket(sock, read, write, timeout)', code: '_s.note(sock)'}",
+                 "2.0.5", WAIT, id="a function that rebinds itself, inserted into"),
+    pytest.param("connection.py", "BaseSSLError", "add_method: {name: describe, with: stream}", "2.0.5",
+                 ("try (line 32: `BaseSSLError = ssl.SSLError`)", "choose one with `branch:`"),
+                 id="a class the try branch binds otherwise, defined only in the fallback"),
+    pytest.param("util/retry.py", "Retry", f"add_attribute: {{{RETRY}}}", "2.0.5",
+                 ("Retry's body reads DEFAULT_REMOVE_HEADERS_ON_REDIRECT at line 216 (a default argument of "
+                  "__init__) before an added DEFAULT_REMOVE_HEADERS_ON_REDIRECT would run", "`set`"),
+                 id="an attribute the class body captured, pointing to set"),
+    pytest.param("util/retry.py", "Retry", f"add_attribute: {{{RETRY}}}", "1.26.16",
+                 ("Retry already binds DEFAULT_REMOVE_HEADERS_ON_REDIRECT at line 238", "`set`"),
+                 id="an attribute the class binds, pointing to set"),
+    pytest.param("response.py", "HTTPResponse", "add_method: {name: stream, with: stream}", "2.0.5",
+                 ("HTTPResponse already binds stream at line 914 (def stream): add_method would silently replace "
+                  "it; change an existing binding with the rewrite kinds `set` (a value) or `replace` (a "
+                  "definition)",),
+                 id="add_method over the class's own method"),
+    pytest.param("connectionpool.py", "HTTPConnectionPool._new_conn",
+                 'add_argument: {call: "self.ConnectionCls(...)", keyword: blocksize, value: "65536"}', "2.0.5",
+                 ("the call also passes **self.conn_kw, which may hold blocksize",
+                  "self.conn_kw.setdefault('blocksize', ...)"),
+                 id="a keyword beside a double-star mapping"),
 ])
-def test_seen_1_a_function_that_rebinds_itself_is_refused_with_the_line(tmp_path, capsys, transform):
+def test_a_patch_that_would_not_run_is_refused_naming_what_is_live(tmp_path, capsys, file, function, transform,
+                                                                    release, said):
     spec = spec_dir(tmp_path, "urllib3", f"""
-      - id: wait
-        file: urllib3/util/wait.py
-        function: wait_for_socket
+      - id: target
+        file: urllib3/{file}
+        function: {function}
         transforms:
           - {transform}
     """)
-    code, out = verb(capsys, "check", spec, "--root", str(pypi_root("urllib3==2.0.5")))
-    assert code == 4
-    assert ("not-live" in out and "wait_for_socket is rebound at line 107 (`wait_for_socket = "
-            "poll_wait_for_socket`, through `global` in wait_for_socket" in out), out
+    code, out = verb(capsys, "check", spec, "--root", str(pypi_root(f"urllib3=={release}")))
+    assert code == 4, out
+    assert all(part in out for part in said), out
 
 
 # --- 2. a property with a setter ---------------------------------------------------------------------
 
-def test_seen_2_a_property_is_named_by_its_getter_and_its_setter(tmp_path, copy_root):
+def test_a_property_is_named_by_its_getter_and_its_setter(tmp_path, copy_root):
     root = copy_root(pypi_root("urllib3==2.0.5"))
     spec = spec_dir(tmp_path, "urllib3", """
       - id: host-get
@@ -127,7 +155,7 @@ def test_seen_2_a_property_is_named_by_its_getter_and_its_setter(tmp_path, copy_
     ("HTTPConnection.host", 169, "wrap_host"),            # `def host(self) -> str:` under @property
     ("HTTPConnection.host.setter", 188, "wrap_host_setter"),
 ])
-def test_seen_2_init_drafts_a_wrap_of_the_accessor_named(tmp_path, capsys, target, line, hook):
+def test_init_drafts_a_wrap_of_the_accessor_named(tmp_path, capsys, target, line, hook):
     root = pypi_root("urllib3==2.0.5")
     code, out = verb(capsys, "init", "host-hook", "--root", str(root), "--target",
                      f"urllib3/connection.py:{target}", "--dir", str(tmp_path))
@@ -136,75 +164,6 @@ def test_seen_2_init_drafts_a_wrap_of_the_accessor_named(tmp_path, capsys, targe
     prepared = prepare(str(tmp_path / "host-hook.yaml"), "auto", str(root))
     (row,) = prepared.plan.resolved
     assert row.ok and row.line == line
-
-
-# --- 3. a class defined only in a fallback branch ----------------------------------------------------
-
-def test_seen_3_a_fallback_class_the_try_branch_binds_otherwise_is_refused(tmp_path, capsys):
-    spec = spec_dir(tmp_path, "urllib3", """
-      - id: ssl-error
-        file: urllib3/connection.py
-        function: BaseSSLError
-        transforms:
-          - add_method: {name: describe, with: stream}
-    """)
-    code, out = verb(capsys, "check", spec, "--root", str(pypi_root("urllib3==2.0.5")))
-    assert code == 4
-    assert "try (line 32: `BaseSSLError = ssl.SSLError`)" in out and "choose one with `branch:`" in out, out
-
-
-# --- 4. a class constant read before the inserted assignment runs ------------------------------------
-
-@pytest.mark.parametrize("release, why", [
-    ("2.0.5", "Retry's body reads DEFAULT_REMOVE_HEADERS_ON_REDIRECT at line 216 (a default argument of "
-              "__init__) before an added DEFAULT_REMOVE_HEADERS_ON_REDIRECT would run"),
-    ("1.26.16", "Retry already binds DEFAULT_REMOVE_HEADERS_ON_REDIRECT at line 238"),
-])
-def test_seen_4_an_attribute_the_class_body_captured_or_binds_is_refused_pointing_to_set(tmp_path, capsys,
-                                                                                       release, why):
-    spec = spec_dir(tmp_path, "urllib3", """
-      - id: retry
-        file: urllib3/util/retry.py
-        function: Retry
-        transforms:
-          - add_attribute:
-              name: DEFAULT_REMOVE_HEADERS_ON_REDIRECT
-              value: 'frozenset(["Cookie", "Authorization"])'
-    """)
-    code, out = verb(capsys, "check", spec, "--root", str(pypi_root(f"urllib3=={release}")))
-    assert code == 4 and why in out and "`set`" in out, out
-
-
-# --- 7. add_method over an existing method ----------------------------------------------------------
-
-def test_seen_7_add_method_over_the_class_own_method_is_refused(tmp_path, capsys):
-    spec = spec_dir(tmp_path, "urllib3", """
-      - id: response
-        file: urllib3/response.py
-        function: HTTPResponse
-        transforms:
-          - add_method: {name: stream, with: stream}
-    """)
-    code, out = verb(capsys, "check", spec, "--root", str(pypi_root("urllib3==2.0.5")))
-    assert code == 4
-    assert "HTTPResponse already binds stream at line 914 (def stream): add_method would silently replace it; " \
-           "change an existing binding with the rewrite kinds `set` (a value) or `replace` (a definition)" in out
-
-
-# --- 8. a keyword that reaches the callee twice ------------------------------------------------------
-
-def test_seen_8_a_keyword_beside_a_double_star_mapping_is_refused(tmp_path, capsys):
-    spec = spec_dir(tmp_path, "urllib3", """
-      - id: new-conn
-        file: urllib3/connectionpool.py
-        function: HTTPConnectionPool._new_conn
-        transforms:
-          - add_argument: {call: "self.ConnectionCls(...)", keyword: blocksize, value: "65536"}
-    """)
-    code, out = verb(capsys, "check", spec, "--root", str(pypi_root("urllib3==2.0.5")))
-    assert code == 4
-    assert "the call also passes **self.conn_kw, which may hold blocksize" in out
-    assert "self.conn_kw.setdefault('blocksize', ...)" in out
 
 
 # --- 9. names bound by the spec's own add_import: every verb gives one verdict -----------------------
@@ -229,7 +188,7 @@ def _session(tmp_path: Path, imported: str, value: str) -> str:
     ("import logging", "logging.getLogger('requests.patched')"),
     ("import threading", "threading.Lock()"),
 ])
-def test_seen_9_a_name_the_spec_imports_holds_on_every_verb(tmp_path, capsys, release, imported, value):
+def test_a_name_the_spec_imports_holds_on_every_verb(tmp_path, capsys, release, imported, value):
     root = str(pypi_root(f"requests=={release}"))
     spec = _session(tmp_path, imported, value)
     assert verb(capsys, "validate", spec, "--root", root)[0] == 0
@@ -239,7 +198,7 @@ def test_seen_9_a_name_the_spec_imports_holds_on_every_verb(tmp_path, capsys, re
     assert code == 0 and "wrote" in out, out
 
 
-def test_seen_9_a_misspelt_name_is_refused_by_every_verb(tmp_path, capsys):
+def test_a_misspelt_name_is_refused_by_every_verb(tmp_path, capsys):
     root = str(pypi_root("requests==2.32.3"))
     spec = _session(tmp_path, "import logging", "loging.getLogger('requests.patched')")
     for argv, expected in ((["validate", spec, "--root", root], 2), (["check", spec, "--root", root], 4),
@@ -254,7 +213,7 @@ def test_seen_9_a_misspelt_name_is_refused_by_every_verb(tmp_path, capsys):
 # --- 10. names bound by the spec's own earlier insert ------------------------------------------------
 
 @pytest.mark.parametrize("release", ["8.0.4", "8.2.1"])
-def test_seen_10_a_name_an_earlier_insert_binds_holds_and_runs(tmp_path, copy_root, release):
+def test_a_name_an_earlier_insert_binds_holds_and_runs(tmp_path, copy_root, release):
     root = copy_root(pypi_root(f"click=={release}"))
     spec = spec_dir(tmp_path, "click", """
       - id: prompt
@@ -274,7 +233,7 @@ def test_seen_10_a_name_an_earlier_insert_binds_holds_and_runs(tmp_path, copy_ro
 
 # --- 11. USES sees a class attribute set at module level ---------------------------------------------
 
-def test_seen_11_uses_sees_a_class_attribute_set_at_module_level(tmp_path, capsys):
+def test_uses_sees_a_class_attribute_set_at_module_level(tmp_path, capsys):
     root = str(pypi_root("jinja2==3.1.2"))
     spec = spec_dir(tmp_path, "jinja2", """
       - id: from-string

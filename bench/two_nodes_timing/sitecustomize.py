@@ -5,12 +5,12 @@ With ``PATCHSPEC_BENCH_TIMING`` set to a directory, once vLLM's worker module is
 notes ``recv <t0> <t1>`` when the worker first waits for it (``t0``: the worker's ``irecv_tensor_dict``
 call; ``t1``: the tensors are there), in ``<dir>/<pid>.txt``. Times are ``time.monotonic()``, one clock
 for both namespaces of the machine. The same hooks time stock vLLM and the pipeline-transfer spec.
+On ``PYTHONPATH`` with tests/two_nodes/hooks (``two_nodes_harness.pythonpath``).
 """
-import importlib.abc
-import importlib.util
 import os
-import sys
 import time
+
+from engine_hook import after_import
 
 _DIR = os.environ.get("PATCHSPEC_BENCH_TIMING")
 _WORKER = "vllm.v1.worker.gpu_worker"
@@ -49,21 +49,5 @@ def _patch(worker) -> None:
     worker.AsyncIntermediateTensors.wait_for_comm = wait_for_comm
 
 
-class _AfterWorkerImport(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name != _WORKER:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        run = spec.loader.exec_module
-
-        def exec_module(module):
-            run(module)
-            _patch(module)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 if _DIR:
-    sys.meta_path.insert(0, _AfterWorkerImport())
+    after_import(_WORKER, _patch)

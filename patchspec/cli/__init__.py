@@ -105,14 +105,14 @@ def _main(argv: list[str] | None) -> int:
     except BrokenPipeError:
         raise
     except PatchspecError as exc:
-        return _fail(args, exc.exit_code, str(exc), exc.to_json())
+        return _fail(args, exc)
     except KeyboardInterrupt:
-        return _fail(args, Exit.INTERRUPTED, "interrupted", {"message": "interrupted", "locations": []})
+        return _fail(args, PatchspecError("interrupted", exit_code=Exit.INTERRUPTED))
     except Exception as exc:  # noqa: BLE001 - a bug: one line, the traceback on request
         if args.debug:
             traceback.print_exc()
         message = f"internal error: {type(exc).__name__}: {exc}" + ("" if args.debug else "; --debug shows where")
-        return _fail(args, Exit.INTERNAL, message, {"message": message, "locations": []})
+        return _fail(args, PatchspecError(message, exit_code=Exit.INTERNAL))
     if getattr(args, "json", False):
         print(json.dumps(envelope(args.verb, outcome.exit, [r.to_json() for r in outcome.results], None), indent=1))
     else:
@@ -142,11 +142,12 @@ def envelope(verb: str, code: int, results: list[dict], error: dict | None) -> d
     return {"verb": verb, "exit": int(code), "results": results, "error": error}
 
 
-def _fail(args, code: int, message: str, error: dict) -> int:
+def _fail(args, error: PatchspecError) -> int:
+    """An error: its JSON record (``PatchspecError.to_json``) in the envelope with ``--json``, and one line."""
     if getattr(args, "json", False):
-        print(json.dumps(envelope(args.verb, code, [], error), indent=1))
-    print(f"patchspec: {message}", file=sys.stderr)
-    return code
+        print(json.dumps(envelope(args.verb, error.exit_code, [], error.to_json()), indent=1))
+    print(f"patchspec: {error}", file=sys.stderr)
+    return error.exit_code
 
 
 if __name__ == "__main__":

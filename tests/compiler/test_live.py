@@ -105,6 +105,22 @@ def test_a_rebinding_that_keeps_the_method_or_binds_another_object_is_no_refusal
     assert _verdict(source, "A.m", WRAP)[0] == "ok"
 
 
+PROPERTY = """
+    class A:
+        @property
+        def p(self):
+            return 1
+
+        @p.setter
+        def p(self, value):
+            pass
+
+        @p.deleter
+        def p(self):
+            pass
+    """
+
+
 @pytest.mark.parametrize("source, function, branch, line", [
     pytest.param("""
         def f():
@@ -124,40 +140,9 @@ def test_a_rebinding_that_keeps_the_method_or_binds_another_object_is_no_refusal
             global COUNT
             COUNT = 1
         """, "f", None, 1, id="a global rebinding of another name"),
-    pytest.param("""
-        class A:
-            @property
-            def p(self):
-                return 1
-
-            @p.setter
-            def p(self, value):
-                pass
-        """, "A.p", None, 3, id="Class.prop is the getter"),
-    pytest.param("""
-        class A:
-            @property
-            def p(self):
-                return 1
-
-            @p.setter
-            def p(self, value):
-                pass
-
-            @p.deleter
-            def p(self):
-                pass
-        """, "A.p.setter", None, 7, id="Class.prop.setter is the setter"),
-    pytest.param("""
-        class A:
-            @property
-            def p(self):
-                return 1
-
-            @p.deleter
-            def p(self):
-                pass
-        """, "A.p.deleter", None, 7, id="Class.prop.deleter is the deleter"),
+    pytest.param(PROPERTY, "A.p", None, 3, id="Class.prop is the getter"),
+    pytest.param(PROPERTY, "A.p.setter", None, 7, id="Class.prop.setter is the setter"),
+    pytest.param(PROPERTY, "A.p.deleter", None, 11, id="Class.prop.deleter is the deleter"),
 ])
 def test_the_live_definition_is_found(source, function, branch, line):
     assert SourceFile("m.py", textwrap.dedent(source).lstrip()).find(function, branch).lineno == line

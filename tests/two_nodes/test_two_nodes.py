@@ -91,7 +91,7 @@ def runs(tmp_path_factory):
         short = {**request, "scored": [], "kill_phase": False}
         timeouts = {"VLLM_PP_TRANSFER_TIMEOUT_S": str(TRANSFER_TIMEOUT_S)}
         out["fault"] = t.run_deployment(python, short, work / "fault",
-                                        {**timeouts, "PYTHONPATH": str(t.HERE / "fault")},
+                                        {**timeouts, "PYTHONPATH": t.pythonpath(t.HERE / "fault")},
                                         node_envs={0: {"PATCHSPEC_FAIL_FORWARD": str(FAIL_AT_STEP)}})
         out["partition"] = t.run_deployment(python, short, work / "partition", timeouts, node_envs={
             rank: {"VLLM_PP_LAYER_PARTITION": part} for rank, part in PARTITIONS.items()})

@@ -1,13 +1,13 @@
 """With ``PATCHSPEC_FAIL_FORWARD=N`` (on node 0 only), the N-th step with scheduled tokens of pipeline
 stage 0's model runner raises once, before its forward: a stand-in for an out-of-memory in a long prefill.
 
-Put on ``PYTHONPATH``; it wraps vLLM's ``GPUModelRunner.execute_model`` (the CPU runner's too) when
-``vllm.v1.worker.gpu_model_runner`` is first imported, in whichever process imports it.
+Put on ``PYTHONPATH`` with ``../hooks`` (``two_nodes_harness.pythonpath``); it wraps vLLM's
+``GPUModelRunner.execute_model`` (the CPU runner's too) when ``vllm.v1.worker.gpu_model_runner`` is first
+imported, in whichever process imports it.
 """
-import importlib.abc
-import importlib.util
 import os
-import sys
+
+from engine_hook import after_import
 
 TARGET = "vllm.v1.worker.gpu_model_runner"
 MESSAGE = "injected failure of pipeline stage 0's forward (PATCHSPEC_FAIL_FORWARD)"
@@ -29,24 +29,6 @@ def _wrap(cls, fail_at: int) -> None:
     cls.execute_model = execute_model
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    def __init__(self, fail_at: int):
-        self.fail_at = fail_at
-
-    def find_spec(self, name, path, target=None):
-        if name != TARGET:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        run = spec.loader.exec_module
-
-        def exec_module(module):
-            run(module)
-            _wrap(module.GPUModelRunner, self.fail_at)
-
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 if os.environ.get("PATCHSPEC_FAIL_FORWARD"):
-    sys.meta_path.insert(0, _AfterImport(int(os.environ["PATCHSPEC_FAIL_FORWARD"])))
+    fail_at = int(os.environ["PATCHSPEC_FAIL_FORWARD"])
+    after_import(TARGET, lambda module: _wrap(module.GPUModelRunner, fail_at))
