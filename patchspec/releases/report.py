@@ -41,9 +41,6 @@ class DriftResult:
         return [DriftRecord(r) for r in self.rows] + [DriftSummary(self.spec.name, self.release, self.note,
                                                                    self.code)]
 
-    def to_json(self) -> list[dict]:
-        return [r.to_json() for r in self.records()]
-
 
 @dataclass(frozen=True)
 class DriftRecord(Record):

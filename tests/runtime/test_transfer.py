@@ -104,8 +104,8 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 @pytest.fixture(scope="module")
 def tp1():
     # _desync last: its silent peer ends with the pipeline connection closed
-    return _session([_roundtrip, _skipped_forward, _aborted_step, _layers, _device_events, _handshakes,
-                     _desync], tp=1, env={"VLLM_HPU_PP_STATS_EVERY": "2"})
+    return _session([_roundtrip, _repeated_layouts, _skipped_forward, _aborted_step, _layers, _device_events,
+                     _handshakes, _desync], tp=1, env={"VLLM_HPU_PP_STATS_EVERY": "2"})
 
 
 @pytest.fixture(scope="module")
@@ -209,6 +209,53 @@ def test_mark_step_runs_before_each_all_gather_and_only_then(tp1, tp2):
         assert result["mark_steps"] == result["gather_rounds"], (rank, result)
         assert result["mark_steps"] > 0 if rank >= 2 else result["mark_steps"] == 0
     assert [r["mark_steps"] for r in tp1["_roundtrip"].values()] == [0, 0]
+
+
+# Which case each message has: layouts repeated (the transfer keeps what a layout needs of each host buffer)
+# and interleaved, each message with other bits.
+REPEATED = [0, 0, 1, 0, 0, 4, 1, 1, 0]
+
+
+def _repeated_layouts(stage, pp_group, tp_group):
+    """Stage 0 sends REPEATED (alternately with isend, dropping its tensors); stage 1 reports, per message,
+    whether its bits and layout are right, then whether every message received is still intact."""
+    xfer = StageTransfer(pp_group, timeout_s=20)
+
+    def message(k: int) -> tuple[int, dict[str, torch.Tensor]]:
+        num_tokens, keys = CASES[REPEATED[k]]
+        return num_tokens, {key: _tensor((num_tokens, *dims), dtype, seed=1000 + 10 * k + j)
+                            for j, (key, (dims, dtype)) in enumerate(keys.items())}
+
+    if stage == 0:
+        handles = []
+        for k in range(len(REPEATED)):
+            num_tokens, tensors = message(k)
+            if k % 2:
+                handles.append(xfer.isend(tensors, num_tokens))
+                tensors.clear()
+            else:
+                xfer.send(tensors, num_tokens)
+        for h in handles:
+            h.wait()
+        return None
+    received, report = [], []
+    for k in range(len(REPEATED)):
+        num_tokens, expected = message(k)
+        got = xfer.recv(num_tokens)
+        received.append(got)
+        report.append(list(got) == list(expected) and all(
+            _same_bits(got[key], expected[key]) and _layout(got[key]) == _layout(torch.zeros_like(expected[key]))
+            for key in expected))
+    report.append(all(_same_bits(got[key], message(k)[1][key]) for k, got in enumerate(received) for key in got))
+    return report, len({t.untyped_storage().data_ptr() for got in received for t in got.values()})
+
+
+def test_messages_of_repeated_layouts_arrive_whole_in_new_tensors_that_stay_valid(tp1):
+    """Layouts repeat and interleave, as decode and prefill batches do: each message's bits arrive in tensors
+    laid out like warm-up zeros, none shares a storage, and none changes when later messages arrive."""
+    report, storages = tp1["_repeated_layouts"][1]
+    assert report == [True] * (len(REPEATED) + 1)
+    assert storages == sum(len(CASES[i][1]) for i in REPEATED)
 
 
 def _message(tensors: dict[str, torch.Tensor], num_tokens: int, seq: int) -> torch.Tensor:

@@ -107,7 +107,8 @@ def test_vllm_0_26_to_0_30_over_a_patched_root(vllm_release, tmp_path, capsys):
     _pip_layout(root, vllm_release("0.30.0"), files)
     assert main(["check", DEMO, "--root", str(root)]) == 1  # the stale record is dropped: would apply on 0.30.0
     capsys.readouterr()
-    drifted = [report.drift(DEMO, str(r), "auto", use_cache=False).to_json() for r in (root, fresh)]
+    drifted = [[record.to_json() for record in report.drift(DEMO, str(r), "auto", use_cache=False).records()]
+               for r in (root, fresh)]
     assert drifted[0] == drifted[1]  # drift reads the installed 0.30.0 files, not the 0.26.0 pristine copies
     assert main(["apply", DEMO, "--root", str(root)]) == 0
     assert "dropped: vllm/sequence.py: replaced by vllm 0.30.0" in capsys.readouterr().out

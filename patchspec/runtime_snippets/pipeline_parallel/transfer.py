@@ -32,13 +32,17 @@ collective on the decode path (``bench/transfer.py`` compares the two); the pric
 TP-size times the bytes on the NIC, which per-flow limits do not charge.
 
 Host buffers are reused (allocating a large message's buffer costs about as much as
-sending it), two per direction: the receive buffer reserves
-``VLLM_HPU_PP_MAX_MESSAGE_BYTES`` of address space once, so any message fits without a
-size handshake, and only the touched pages become memory.
+sending it), two per direction, each reserving ``VLLM_HPU_PP_MAX_MESSAGE_BYTES`` of
+address space once: any message fits without a size handshake, only the touched pages
+become memory, and a buffer is never replaced, so what a whole payload of one layout
+needs of it (views, addresses, shapes) is made once and reused (``_Route``): a decode
+message costs its two copies and its gloo call, and a few dozen Python operations.
 ``recv`` returns one fresh, contiguous tensor per key on ``device``, laid out like the
 zeros a warm-up passes (an HPU graph keyed on its inputs' layout must not tell them
 apart) and never a view of a buffer a later ``recv`` reuses. A whole payload is copied
 into them from the host buffer once; a split payload is all-gathered straight into them.
+The sender copies its tensors into a host buffer after the header (gloo sends one
+buffer per message, and a message of its own for the header costs more than the copy).
 
 No call waits for the whole device. Off the CPU, copies between a host buffer and the
 device are queued without blocking and ``device_event`` (the caller's event class, e.g.
@@ -51,6 +55,7 @@ does before its collectives.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import time
 from collections import deque
@@ -77,6 +82,7 @@ from .wire import (
     TRAILER_BYTES,
     Layout,
     Message,
+    Round,
     abort_header,
     decode,
     plan,
@@ -88,6 +94,7 @@ __all__ = ["SendHandle", "StageTransfer", "in_step"]
 logger = get_logger(__name__)
 
 _DEPTH = 2  # messages in flight per direction
+_ROUTES = 256  # cached whole-payload layouts per direction, as wire's caches
 
 
 def _copy(dst: torch.Tensor, src: torch.Tensor, queued: bool) -> None:
@@ -106,31 +113,115 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
 
 
 class _Ring:
-    """Host byte buffers used in turn and grown as needed, so the one being read is not
-    the one being filled; each keeps the device event of the copies that use it, which
-    taking it again waits for. A buffer comes as a tensor (for gloo and the device) and
-    as a numpy array of the same bytes (host-side work, without torch's per-call
-    cost)."""
+    """Host byte buffers used in turn, so the one being read is not the one being
+    filled; each keeps the device event of the copies that use it, which taking it again
+    waits for. The buffers reserve ``capacity`` bytes of address space at first use
+    (only the pages a message touches become memory) and are never replaced, so views
+    into them can be made once per layout (:class:`_Route`). A buffer comes as a tensor
+    (for gloo and the device), as a numpy array of the same bytes (host-side work,
+    without torch's per-call cost) and as its address."""
 
-    def __init__(self):
-        self._buffers: list[torch.Tensor | None] = [None] * _DEPTH
-        self._arrays: list[np.ndarray | None] = [None] * _DEPTH
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.buffers: list[torch.Tensor] = []
+        self.arrays: list[np.ndarray] = []
+        self.headers: list[np.ndarray] = []  # each buffer's header words, as int64
+        self.addresses: list[int] = []
         self._events: list[Any] = [None] * _DEPTH
         self._turn = 0
 
-    def take(self, nbytes: int) -> tuple[int, torch.Tensor, np.ndarray]:
+    def take(self) -> int:
+        """The next buffer's index, once the copies that last used it are done."""
+        if not self.buffers:
+            for _ in range(_DEPTH):
+                buf = torch.empty(self.capacity, dtype=torch.uint8)
+                self.buffers.append(buf)
+                self.arrays.append(buf.numpy())
+                self.headers.append(self.arrays[-1][:HEADER_BYTES].view(np.int64))
+                self.addresses.append(buf.data_ptr())
         i, self._turn = self._turn, (self._turn + 1) % _DEPTH
-        event, self._events[i] = self._events[i], None
+        event = self._events[i]
         if event is not None:
+            self._events[i] = None
             event.synchronize()
-        buf = self._buffers[i]
-        if buf is None or buf.numel() < nbytes:
-            buf = self._buffers[i] = torch.empty(nbytes, dtype=torch.uint8)
-            self._arrays[i] = buf.numpy()
-        return i, buf[:nbytes], self._arrays[i]
+        return i
 
     def fence(self, i: int, event: Any) -> None:
         self._events[i] = event
+
+
+class _Route:
+    """A whole payload of one layout between its tensors and each buffer of a ring: the
+    views, addresses and shapes a message needs, made once, so that a message costs
+    its two copies and its gloo call and little more. Host-to-host copies go by
+    address (``ctypes.memmove``): numpy would need per-call views of every tensor (bf16
+    has no numpy dtype) and torch's ``copy_`` wakes its intra-op thread pool; copies
+    to or from a device go through typed views of the buffer, queued."""
+
+    def __init__(self, layout: Layout, ring: _Ring):
+        assert layout.parts == 1 and layout.message_bytes <= ring.capacity
+        self.layout = layout
+        self.keys = tuple(s.key for s in layout.specs)
+        self.empties = tuple((s.shape, s.dtype) for s in layout.specs)
+        self.sizes = tuple(s.nbytes for s in layout.specs)
+        self.data_bytes = sum(self.sizes)
+        self.end = end = HEADER_BYTES + layout.payload_bytes  # where the trailer is
+        self.messages = [buf[: layout.message_bytes] for buf in ring.buffers]
+        self.trailers = [
+            arr[end : end + TRAILER_BYTES].view(np.int64) for arr in ring.arrays
+        ]
+        self.addresses = [
+            tuple(base + HEADER_BYTES + s.offset for s in layout.specs)
+            for base in ring.addresses
+        ]
+        self.pieces = [
+            tuple(
+                buf[HEADER_BYTES + s.offset : HEADER_BYTES + s.offset + s.nbytes]
+                .view(s.dtype)
+                .view(s.shape)
+                for s in layout.specs
+            )
+            for buf in ring.buffers
+        ]
+
+    def pack(self, slot: int, tensors: Any, queued: bool) -> None:
+        """``tensors`` (in the layout's order) into buffer ``slot``."""
+        for t, address, nbytes, piece in zip(
+            tensors, self.addresses[slot], self.sizes, self.pieces[slot]
+        ):
+            if t.is_cpu:
+                src = t.contiguous()  # held while its bytes are copied
+                ctypes.memmove(address, src.data_ptr(), nbytes)
+            else:
+                piece.copy_(t, non_blocking=queued)
+
+    def unpack(
+        self, slot: int, device: torch.device, queued: bool
+    ) -> dict[str, torch.Tensor]:
+        """New tensors on ``device`` holding the payload in buffer ``slot``."""
+        out = {}
+        on_host = device.type == "cpu"
+        for key, (shape, dtype), address, nbytes, piece in zip(
+            self.keys, self.empties, self.addresses[slot], self.sizes, self.pieces[slot]
+        ):
+            t = out[key] = torch.empty(shape, dtype=dtype, device=device)
+            if on_host:
+                ctypes.memmove(t.data_ptr(), address, nbytes)
+            else:
+                t.copy_(piece, non_blocking=queued)
+        return out
+
+
+def _route(
+    routes: dict[tuple[int, ...], _Route], layout: Layout, ring: _Ring
+) -> _Route:
+    """The cached route of ``layout`` (a layout's header words determine it)."""
+    route = routes.get(layout.words)
+    if route is None:
+        if len(routes) >= _ROUTES:
+            routes.clear()
+        route = routes[layout.words] = _Route(layout, ring)
+    return route
 
 
 T = TypeVar("T")
@@ -223,7 +314,7 @@ class StageTransfer:
         self._device = torch.device(device)
         self._device_event = device_event
         self._mark_step = mark_step
-        self._layers = layers
+        self._first_layer = None if layers is None else layers[0]
         self._last_layer = -1 if layers is None else layers[1] - 1
         timeout = envs.VLLM_HPU_PP_TIMEOUT_S if timeout_s is None else timeout_s
         self._timeout = timedelta(seconds=timeout)
@@ -239,12 +330,22 @@ class StageTransfer:
         self._step = 0
         self._send_forward = 0
         self._recv_forward = 0
-        self._staging = _Ring()
-        self._received = _Ring()
+        # a larger message is refused on both ends, so the buffers hold any other
+        self._staging = _Ring(self._max_bytes)
+        self._received = _Ring(self._max_bytes)
+        self._send_routes: dict[tuple[int, ...], _Route] = {}
+        self._recv_routes: dict[tuple[int, ...], _Route] = {}
+        self._queued = device_event is not None
         self._pending: deque[SendHandle] = deque()
+        # torch.distributed's isend/irecv check their arguments on every call; these
+        # are checked once, here, and the pipeline group's gloo group is called directly
+        self._gloo = self._pp.cpu_group
+        self._next = self._pp.next_in_group
+        self._prev = self._pp.prev_in_group
         # global ranks, for messages
-        self._next_rank = self._pp.ranks[self._pp.next_in_group]
-        self._prev_rank = self._pp.ranks[self._pp.prev_in_group]
+        self._next_rank = self._pp.ranks[self._next]
+        self._prev_rank = self._pp.ranks[self._prev]
+        self._logs_stats = self._stats_every > 0 and self._tp_rank == 0
         self._broken: Exception | None = None
         self._aborted = False
         self.stats = TransferStats()
@@ -286,35 +387,20 @@ class StageTransfer:
         seq, step, forward = self._send_seq, self._step, self._send_forward
         if len(self._pending) == _DEPTH:
             self._pending.popleft().wait()
-        _, buf, arr = self._staging.take(layout.message_bytes)
-        layout.write_header(arr[:HEADER_BYTES].view(np.int64), seq, step, forward)
-        sources = [_bytes(t.contiguous()) for t in tensors.values()]
-        if all(src.is_cpu for src in sources):
-            sources, dst = [src.numpy() for src in sources], arr
+        slot = self._staging.take()
+        layout.write_header(self._staging.headers[slot], seq, step, forward)
+        if layout.parts == 1:
+            route = _route(self._send_routes, layout, self._staging)
+            route.pack(slot, tensors.values(), self._queued)
+            route.trailers[slot][:] = layout.trailer(seq, 0)
+            messages = [route.messages[slot]]
         else:
-            dst = buf
-        part = self._tp_rank if layout.parts > 1 else 0
-        bounds, pos = [], HEADER_BYTES
-        for i, rnd in enumerate(layout.rounds):
-            self._pack(dst[pos : pos + rnd.slice_bytes], sources, layout, rnd, part)
-            pos += rnd.slice_bytes + TRAILER_BYTES
-            arr[pos - TRAILER_BYTES : pos].view(np.int64)[:] = layout.trailer(seq, i)
-            bounds.append(pos)
-        if self._device_event is not None:
+            messages = self._pack_split(slot, tensors, layout, seq)
+        if self._queued:
             copied = self._device_event()
             copied.record()
             copied.synchronize()  # these copies only, not the whole device
-        works, begin = [], 0
-        for end in bounds:
-            works.append(
-                dist.isend(
-                    buf[begin:end],
-                    group=self._pp.cpu_group,
-                    group_dst=self._pp.next_in_group,
-                    tag=TAG,
-                )
-            )
-            begin = end
+        works = [self._gloo.send([m], self._next, TAG) for m in messages]
         handle = SendHandle(self, works)
         self._pending.append(handle)
         self._send_seq += 1
@@ -322,6 +408,26 @@ class StageTransfer:
         self.stats.send_s += time.perf_counter() - start_s
         self._count(layout)
         return handle
+
+    def _pack_split(
+        self, slot: int, tensors: dict[str, torch.Tensor], layout: Layout, seq: int
+    ) -> list[torch.Tensor]:
+        """This rank's rounds of a split payload into buffer ``slot``, after the header
+        written there; the messages to send."""
+        buf, arr = self._staging.buffers[slot], self._staging.arrays[slot]
+        sources = [_bytes(t.contiguous()) for t in tensors.values()]
+        if all(src.is_cpu for src in sources):
+            sources, dst = [src.numpy() for src in sources], arr
+        else:
+            dst = buf
+        messages, begin, pos = [], 0, HEADER_BYTES
+        for i, rnd in enumerate(layout.rounds):
+            self._pack(dst[pos : pos + rnd.slice_bytes], sources, rnd)
+            pos += rnd.slice_bytes + TRAILER_BYTES
+            arr[pos - TRAILER_BYTES : pos].view(np.int64)[:] = layout.trailer(seq, i)
+            messages.append(buf[begin:pos])
+            begin = pos
+        return messages
 
     def abort(self, error: BaseException | str) -> None:
         """This stage's step failed: tell the next stage, instead of the step's tensors,
@@ -336,11 +442,8 @@ class StageTransfer:
         )
         try:
             self._wait(
-                dist.isend(
-                    torch.from_numpy(words).view(torch.uint8),
-                    group=self._pp.cpu_group,
-                    group_dst=self._pp.next_in_group,
-                    tag=TAG,
+                self._gloo.send(
+                    [torch.from_numpy(words).view(torch.uint8)], self._next, TAG
                 ),
                 f"abort to rank {self._next_rank}",
             )
@@ -363,56 +466,51 @@ class StageTransfer:
         """The previous stage's tensors of the next forward, whose padded batch is
         ``num_tokens`` (None: whatever the sender says)."""
         start_s = time.perf_counter()
-        slot, buf, arr = self._received.take(self._max_bytes)
-        self._recv_into(buf)
-        header = arr[:HEADER_BYTES].view(np.int64)
-        message = decode(header.tolist(), self._max_bytes)
+        ring = self._received
+        slot = ring.take()
+        self._recv_into(ring.buffers[slot])
+        header = ring.headers[slot]
+        message = decode(header, self._max_bytes)
         header[0] = 0  # so a later, truncated message cannot pass on these bytes
         layout = self._expect(message, num_tokens)
-        outputs = [
-            torch.empty(s.shape, dtype=s.dtype, device=self._device)
-            for s in layout.specs
-        ]
-        queued = self._device_event is not None
         if layout.parts == 1:
-            end = self._round_end(arr, HEADER_BYTES, message.seq, layout, 0)
-            payload = arr[HEADER_BYTES:end] if self._device.type == "cpu" else buf
-            base = 0 if self._device.type == "cpu" else HEADER_BYTES
-            for spec, out in zip(layout.specs, outputs):
-                piece = payload[base + spec.offset : base + spec.offset + spec.nbytes]
-                if isinstance(piece, np.ndarray):
-                    np.copyto(_bytes(out).numpy(), piece)
-                else:
-                    _copy(_bytes(out), piece, queued)
-            self.stats.recv_copied_bytes += sum(s.nbytes for s in layout.specs)
+            route = _route(self._recv_routes, layout, ring)
+            self._check_trailer(
+                route.trailers[slot], route.end, message.seq, layout, 0
+            )
+            outputs = route.unpack(slot, self._device, self._queued)
+            self.stats.recv_copied_bytes += route.data_bytes
         else:
-            self._recv_split(buf, arr, message.seq, layout, outputs)
-        if queued:
+            outputs = self._recv_split(slot, message.seq, layout)
+        if self._queued:
             copied = self._device_event()
             copied.record()
-            self._received.fence(slot, copied)  # waited for two messages later
+            ring.fence(slot, copied)  # waited for two messages later
         self._recv_seq += 1
         self._recv_forward += 1
         self.stats.recv_s += time.perf_counter() - start_s
         self._count(layout)
-        return {spec.key: out for spec, out in zip(layout.specs, outputs)}
+        return outputs
 
     def _recv_split(
-        self,
-        buf: torch.Tensor,
-        arr: np.ndarray,
-        seq: int,
-        layout: Layout,
-        outputs: list[torch.Tensor],
-    ) -> None:
+        self, slot: int, seq: int, layout: Layout
+    ) -> dict[str, torch.Tensor]:
         """Receive the rounds of a split payload, all-gathering each into its tensor
         while the next is on the wire."""
-        targets = [_bytes(out) for out in outputs]
+        buf, arr = self._received.buffers[slot], self._received.arrays[slot]
+        outputs = {
+            s.key: torch.empty(s.shape, dtype=s.dtype, device=self._device)
+            for s in layout.specs
+        }
+        targets = [_bytes(out) for out in outputs.values()]
         gathers, tails, pos = [], [], HEADER_BYTES
         for i, rnd in enumerate(layout.rounds):
             if i:
                 self._recv_into(buf[pos:])
-            body = buf[pos : self._round_end(arr, pos, seq, layout, i)]
+            end = pos + rnd.slice_bytes
+            trailer = arr[end : end + TRAILER_BYTES].view(np.int64)
+            self._check_trailer(trailer, end, seq, layout, i)
+            body = buf[pos:end]
             into = targets[rnd.tensor][rnd.start : rnd.start + rnd.length]
             if not rnd.fills(layout.parts):  # the tensor's last, uneven round
                 size = layout.parts * rnd.slice_bytes
@@ -420,32 +518,30 @@ class StageTransfer:
                 tails.append((into, scratch[: rnd.length]))
                 into = scratch
             gathers.append(self._gather(into, body))
-            pos += rnd.slice_bytes + TRAILER_BYTES
+            pos = end + TRAILER_BYTES
         start_s = time.perf_counter()
         for work in gathers:
             self._wait(
                 work, f"all-gather over tensor-parallel ranks {list(self._tp.ranks)}"
             )
         for into, scratch in tails:
-            _copy(into, scratch, self._device_event is not None)
+            _copy(into, scratch, self._queued)
             self.stats.recv_copied_bytes += into.numel()
         self.stats.gather_s += time.perf_counter() - start_s
+        return outputs
 
     def _recv_into(self, buf: torch.Tensor) -> None:
         self._wait(
-            dist.irecv(
-                buf, group=self._pp.cpu_group, group_src=self._pp.prev_in_group, tag=TAG
-            ),
+            self._gloo.recv([buf], self._prev, TAG),
             f"receive from rank {self._prev_rank}",
         )
 
-    def _round_end(
-        self, arr: np.ndarray, pos: int, seq: int, layout: Layout, round_index: int
-    ) -> int:
-        """Where the slice of a round that starts at ``pos`` ends, once the trailer
-        after it proves it complete."""
-        end = pos + layout.rounds[round_index].slice_bytes
-        trailer = arr[end : end + TRAILER_BYTES].view(np.int64)
+    @staticmethod
+    def _check_trailer(
+        trailer: np.ndarray, end: int, seq: int, layout: Layout, round_index: int
+    ) -> None:
+        """That ``trailer``, at byte ``end`` where the header says round
+        ``round_index`` ends, is there: the round arrived whole."""
         got, expected = trailer.tolist(), layout.trailer(seq, round_index)
         trailer[:] = 0  # so a later, truncated message cannot pass on these bytes
         if got != expected:
@@ -453,7 +549,6 @@ class StageTransfer:
                 f"pipeline transfer: message {seq} truncated: expected trailer (magic, "
                 f"seq, checksum, round) {expected} at byte {end}, got {got}"
             )
-        return end
 
     def _expect(self, message: Message, num_tokens: int | None) -> Layout:
         """The message's layout, if it is the one this stage expects next."""
@@ -465,7 +560,30 @@ class StageTransfer:
             )
         layout = message.layout
         assert layout is not None
-        last_layer = None if self._layers is None else self._layers[0] - 1
+        if (
+            message.seq != self._recv_seq
+            or message.step != self._step
+            or message.forward != self._recv_forward
+            or (num_tokens is not None and num_tokens != layout.num_tokens)
+            or (
+                self._first_layer is not None
+                and message.last_layer != self._first_layer - 1
+            )
+        ):
+            self._desync(message, num_tokens)
+        if layout.parts not in (1, self._tp_size):
+            raise PipelineDesyncError(
+                f"pipeline transfer: message split in {layout.parts} parts, "
+                f"expected 1 or the tensor-parallel size {self._tp_size}"
+            )
+        return layout
+
+    def _desync(self, message: Message, num_tokens: int | None) -> None:
+        """Raise the error naming the first header word that is not what this stage
+        expects."""
+        layout = message.layout
+        assert layout is not None
+        last_layer = None if self._first_layer is None else self._first_layer - 1
         for what, expected, got in (
             ("sequence number", self._recv_seq, message.seq),
             ("step", self._step, message.step),
@@ -478,28 +596,18 @@ class StageTransfer:
                     f"pipeline transfer: {what} from rank {self._prev_rank}: "
                     f"expected {expected}, got {got}"
                 )
-        if layout.parts not in (1, self._tp_size):
-            raise PipelineDesyncError(
-                f"pipeline transfer: message split in {layout.parts} parts, "
-                f"expected 1 or the tensor-parallel size {self._tp_size}"
-            )
-        return layout
 
-    def _pack(self, dst, sources: list, layout: Layout, rnd: Any, part: int) -> None:
-        """This rank's slice of round ``rnd`` into ``dst`` (past the data: left as is);
-        numpy arrays from host tensors, torch tensors from a device."""
-        queued = self._device_event is not None
-        copy = np.copyto if isinstance(dst, np.ndarray) else functools.partial(
-            _copy, queued=queued
-        )
-        if rnd.tensor < 0:  # the whole payload
-            for spec, src in zip(layout.specs, sources):
-                copy(dst[spec.offset : spec.offset + spec.nbytes], src)
-            return
-        lo = rnd.start + part * rnd.slice_bytes
+    def _pack(self, dst, sources: list, rnd: Round) -> None:
+        """This rank's slice of round ``rnd`` of a split payload into ``dst`` (past the
+        data: left as is); numpy arrays from host tensors, torch tensors from a
+        device."""
+        lo = rnd.start + self._tp_rank * rnd.slice_bytes
         hi = min(lo + rnd.slice_bytes, rnd.start + rnd.length)
         if lo < hi:
-            copy(dst[: hi - lo], sources[rnd.tensor][lo:hi])
+            if isinstance(dst, np.ndarray):
+                np.copyto(dst[: hi - lo], sources[rnd.tensor][lo:hi])
+            else:
+                _copy(dst[: hi - lo], sources[rnd.tensor][lo:hi], self._queued)
 
     def _gather(self, out: torch.Tensor, part: torch.Tensor) -> dist.Work:
         """Start the all-gather of one round over the tensor-parallel group (its device
@@ -507,7 +615,7 @@ class StageTransfer:
         group = self._tp.cpu_group
         if self._device.type != "cpu":
             part, group = (
-                part.to(self._device, non_blocking=self._device_event is not None),
+                part.to(self._device, non_blocking=self._queued),
                 self._tp.device_group,
             )
         if self._mark_step is not None:
@@ -525,11 +633,7 @@ class StageTransfer:
 
     def _count(self, layout: Layout) -> None:
         self.stats.count(layout.message_bytes, layout.parts > 1)
-        if (
-            self._stats_every > 0
-            and self._tp_rank == 0
-            and self.stats.messages % self._stats_every == 0
-        ):
+        if self._logs_stats and self.stats.messages % self._stats_every == 0:
             logger.info(
                 "pipeline transfer, stage %d: %s", self._pp.rank_in_group, self.stats
             )

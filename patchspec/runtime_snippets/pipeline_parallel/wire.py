@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -59,6 +60,7 @@ _SEQ, _STEP, _FORWARD, _KIND = 2, 3, 4, 5
 _TOKENS, _PAYLOAD, _PARTS, _COUNT, _LAST_LAYER, _CHECKSUM = 6, 7, 8, 9, 10, 11
 _FIXED = 12
 _PER_MESSAGE = (_SEQ, _STEP, _FORWARD)  # out of the checksum and of cached layouts
+_PER_MESSAGE_BYTES = (_SEQ * 8, (_FORWARD + 1) * 8)  # where they are in a header
 _NOT_SUMMED = (*_PER_MESSAGE, _CHECKSUM)
 MAX_REASON_BYTES = (HEADER_WORDS - _FIXED) * 8
 
@@ -139,9 +141,9 @@ class Layout:
         return [MAGIC, seq, self.words[_CHECKSUM], round_index]
 
 
-@dataclass(frozen=True)
-class Message:
-    """A decoded header: a data message's ``layout``, or an abort's ``reason``."""
+class Message(NamedTuple):
+    """A decoded header: a data message's ``layout``, or an abort's ``reason`` (a
+    tuple: one is made per received message)."""
 
     seq: int
     step: int
@@ -331,21 +333,27 @@ def abort_header(seq: int, step: int, forward: int, last_layer: int, reason: str
     return words
 
 
-def decode(words: list[int], max_message_bytes: int) -> Message:
-    """The message a received header announces; anything malformed raises
-    :class:`PipelineDesyncError`."""
-    if len(words) != HEADER_WORDS:
-        _bad("length", HEADER_WORDS, len(words))
-    seq, step, forward = words[_SEQ], words[_STEP], words[_FORWARD]
-    cached = list(words)
-    for i in _PER_MESSAGE:
-        cached[i] = 0
-    layout = _decode(tuple(cached), max_message_bytes)
-    for what, value in (("sequence number", seq), ("step", step), ("forward", forward)):
-        if value < 0:
-            _bad(what, ">= 0", value)
+def decode(header: np.ndarray | Sequence[int], max_message_bytes: int) -> Message:
+    """The message a received header (``HEADER_WORDS`` int64 words, e.g. a view of the
+    receive buffer) announces; anything malformed raises :class:`PipelineDesyncError`.
+    """
+    words = np.asarray(header, dtype=np.int64)
+    if words.shape != (HEADER_WORDS,):
+        _bad("length", HEADER_WORDS, words.size)
+    seq, step, forward = words[_SEQ : _FORWARD + 1].tolist()
+    raw, (lo, hi) = words.tobytes(), _PER_MESSAGE_BYTES
+    # the header's bytes but the per-message words: one cache entry per batch shape
+    layout = _decode(raw[:lo] + raw[hi:], max_message_bytes)
+    if min(seq, step, forward) < 0:
+        for what, value in (
+            ("sequence number", seq),
+            ("step", step),
+            ("forward", forward),
+        ):
+            if value < 0:
+                _bad(what, ">= 0", value)
     if isinstance(layout, str):
-        return Message(seq, step, forward, words[_LAST_LAYER], None, layout)
+        return Message(seq, step, forward, int(words[_LAST_LAYER]), None, layout)
     return Message(seq, step, forward, layout.last_layer, layout)
 
 
@@ -356,8 +364,12 @@ def _bad(what: str, expected, got):
 
 
 @lru_cache(maxsize=256)
-def _decode(words: tuple[int, ...], max_message_bytes: int) -> Layout | str:
-    """A data message's layout, or an abort's reason."""
+def _decode(key: bytes, max_message_bytes: int) -> Layout | str:
+    """A data message's layout, or an abort's reason, from the bytes of its header
+    without the per-message words."""
+    lo, hi = _PER_MESSAGE_BYTES
+    header = key[:lo] + bytes(hi - lo) + key[lo:]  # the per-message words 0
+    words = tuple(np.frombuffer(header, dtype=np.int64).tolist())
     magic, version = words[0], words[1]
     kind, num_tokens, payload_bytes, parts, count = words[_KIND:_LAST_LAYER]
     last_layer, check = words[_LAST_LAYER], words[_CHECKSUM]
