@@ -206,15 +206,18 @@ def _large_definitions():
 
 def _patterns(source: SourceFile, node: ast.AST):
     """Patterns a spec could write for the definition's statements: each one-line simple statement as a
-    statement pattern, each loop and ``with`` by its header with a ``...`` body, each call by its function
-    with ``(...)``."""
+    statement pattern, each loop, ``if`` and ``with`` by its header with a ``...`` body (and with its
+    first statement, when that is one line), each call by its function with ``(...)``."""
     for stmt in ast.walk(node):
         if stmt is node or not isinstance(stmt, ast.stmt | ast.Call):
             continue
         if isinstance(stmt, ast.For | ast.While | ast.With | ast.If):
             header = source.lines[stmt.lineno - 1].strip()
+            first = stmt.body[0]
             if header.endswith(":"):
                 yield f"{header}\n    ...", "statement"
+            if header.endswith(":") and first.lineno == first.end_lineno > stmt.lineno:
+                yield f"{header}\n    {source.lines[first.lineno - 1].strip()}\n    ...", "statement"
         elif isinstance(stmt, ast.Call):
             yield f"{ast.unparse(stmt.func)}(...)", "expression"
         elif stmt.lineno == stmt.end_lineno and not isinstance(stmt, DefNode):
