@@ -146,6 +146,10 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, o
     key = (target.file, target.function)
     shared = plan.definitions.setdefault(key, Definition(source, located.node, target.function,
                                                            needs.get(key)))
+    if shared.node is not located.node:   # definitions are by file and name: its edits would land in the other
+        return each(Status.NOT_APPLICABLE, f"{target.function} at line {located.node.lineno} is another branch's "
+                    f"definition than the one at line {shared.node.lineno} that a target already patches: one "
+                    f"plan patches one definition of a name", [located.node.lineno])
     out = []
     for transform in target.transforms:
         ctx = TargetContext(shared, spec.alias, spec.marker, spec.name)
