@@ -84,6 +84,11 @@ class SourceFile:
 
     @functools.cached_property
     def tree(self) -> ast.Module:
+        if "\r" in self.text and (lone := next((n for n, line in enumerate(self.lines, 1) if line.endswith("\r")),
+                                               None)):
+            # libcst's lines, the walk's line count and the file's last line ending would each be wrong
+            raise SourceError(f"{self.path}:{lone}: this line ends in CR alone: patchspec patches files whose lines "
+                              f"end in LF or CRLF; convert the file's line endings first")
         try:
             return ast.parse(self.text, filename=self.path)
         except SyntaxError as exc:

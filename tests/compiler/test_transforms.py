@@ -265,6 +265,17 @@ def test_crlf_file_keeps_its_line_endings():
                    "def f():\r\n    x = 1\r\n    _s.h()  # patchspec: demo\r\n    return x\r\n")
 
 
+def test_a_file_whose_lines_end_in_cr_alone_is_refused_not_patched_out_of_order():
+    # every line of it was counted as the definition's first: the insertion after line 2 was taken to run
+    # after the one before line 4, and read the name that one binds
+    source = "def f(a):\r    x = (1,\r    2)\r    return x\r"
+    spec = make_spec([target("f", {"insert_before": {"anchor": "return x", "code": "n = 1"}},
+                             {"insert_after": {"anchor": "x = (1, 2)", "code": "print(n)"}})])
+    assert [(str(r.status), r.detail) for r in resolve(source, spec).resolved] == [
+        ("unparsable", "pkg/mod.py:1: this line ends in CR alone: patchspec patches files whose lines end in LF or "
+                       "CRLF; convert the file's line endings first")] * 2
+
+
 def test_file_without_final_newline():
     source = "def f():\n    return 1"
     spec = make_spec([target("f", {"insert_before": {"anchor": "return 1", "code": "_s.h()"}})])
