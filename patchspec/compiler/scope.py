@@ -129,7 +129,9 @@ def statement_binds(stmt: ast.stmt) -> set[str]:
         heads: list[ast.AST] = [stmt.target]
     elif isinstance(stmt, ast.With | ast.AsyncWith):
         heads = [i.optional_vars for i in stmt.items if i.optional_vars is not None]
-    elif isinstance(stmt, ast.If | ast.While | ast.Try | ast.TryStar | ast.Match):
+    elif isinstance(stmt, ast.If | ast.While):
+        heads = [stmt.test]   # a walrus in the test binds
+    elif isinstance(stmt, ast.Try | ast.TryStar | ast.Match):
         return set()
     else:
         heads = [stmt]
@@ -274,15 +276,35 @@ def scope_statements(body: list[ast.stmt]):
         stack.extend(reversed(_blocks_of(node)))
 
 
-def _attribute_sets(stmt: ast.stmt) -> list[tuple[str, str, ast.AST]]:
-    """``(owner, attr, value)`` for a statement ``owner.attr = value`` or ``setattr(owner, "attr", value)``."""
+def _attribute_sets(stmt: ast.stmt) -> list[tuple[str, str, ast.AST | None]]:
+    """``(owner, attr, value)`` for a statement ``owner.attr = value`` or ``setattr(owner, "attr", value)``;
+    an ``owner.attr`` among unpacked targets (``A.m, A.n = f, g``) or as a ``for``/``with`` target too,
+    its value the matching item when the value is a tuple alike, else None (no value to read)."""
     if isinstance(stmt, ast.Expr) and isinstance(call := stmt.value, ast.Call) and _is(call.func, "setattr") \
             and len(call.args) == 3 and isinstance(call.args[0], ast.Name) and _is_str(call.args[1]):
         return [(call.args[0].id, call.args[1].value, call.args[2])]
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] \
-        if isinstance(stmt, ast.AnnAssign | ast.AugAssign) and getattr(stmt, "value", None) else []
-    return [(t.value.id, t.attr, stmt.value) for t in targets
-            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)]
+    if isinstance(stmt, ast.Assign):
+        pairs = [(t, stmt.value) for t in stmt.targets]
+    elif isinstance(stmt, ast.AnnAssign | ast.AugAssign) and stmt.value is not None:
+        pairs = [(stmt.target, stmt.value)]
+    elif isinstance(stmt, ast.For | ast.AsyncFor):
+        pairs = [(stmt.target, None)]
+    elif isinstance(stmt, ast.With | ast.AsyncWith):
+        pairs = [(i.optional_vars, None) for i in stmt.items if i.optional_vars is not None]
+    else:
+        return []
+    out = []
+    while pairs:
+        target, value = pairs.pop(0)
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            out.append((target.value.id, target.attr, value))
+        elif isinstance(target, ast.Starred):
+            pairs.append((target.value, None))
+        elif isinstance(target, ast.Tuple | ast.List):
+            items = value.elts if isinstance(value, ast.Tuple | ast.List) and len(value.elts) == len(target.elts) \
+                and not any(isinstance(e, ast.Starred) for e in [*value.elts, *target.elts]) else None
+            pairs += [(t, items[n] if items else None) for n, t in enumerate(target.elts)]
+    return out
 
 
 def attribute_assignments(tree: ast.Module, owner: str) -> list[tuple[str, ast.stmt, ast.AST]]:
@@ -298,7 +320,9 @@ def keeps(stmt: ast.stmt, name: str) -> bool:
     return value is not None and _keeps(value, name)
 
 
-def _keeps(value: ast.AST, name: str, owner: str | None = None) -> bool:
+def _keeps(value: ast.AST | None, name: str, owner: str | None = None) -> bool:
+    if value is None:
+        return False
     if owner is None:
         return reads_name(value, name)
     return any(isinstance(n, ast.Attribute) and n.attr == name and isinstance(n.value, ast.Name)

@@ -73,6 +73,45 @@ def _verdict(source: str, function: str, transform: dict, branch: str | None = N
             setattr(A, "m", other)
         """, "A.m", "A.m is rebound at line 5 (`setattr(A, 'm', other)`, in install", id="a function's setattr"),
     pytest.param("""
+        class A:
+            def m(self):
+                return 1
+        def install():
+            A.m, A.n = other, 2
+        """, "A.m", "A.m is rebound at line 5 (`A.m, A.n = (other, 2)`, in install",
+        id="unpacked targets in a function"),
+    pytest.param("""
+        class A:
+            def m(self):
+                return 1
+        A.n, *A.m = 1, other
+        """, "A.m", "A.m is rebound at line 4 (`A.n, *A.m = (1, other)`)", id="a starred target at module level"),
+    pytest.param("""
+        class A:
+            def m(self):
+                return 1
+        def install():
+            for A.m in others:
+                pass
+        """, "A.m", "A.m is rebound at line 5 (`for A.m in others: ...`, in install", id="a for target"),
+    pytest.param("""
+        class A:
+            def m(self):
+                return 1
+        def install():
+            with patched() as A.m:
+                pass
+        """, "A.m", "A.m is rebound at line 5 (`with patched() as A.m: ...`, in install", id="a with target"),
+    pytest.param("""
+        def f():
+            return 1
+        def install():
+            global f
+            while (f := other):
+                pass
+        """, "f", "f is rebound at line 5 (`while (f := other):`, through `global` in install",
+        id="a walrus in a loop's test through global"),
+    pytest.param("""
         try:
             from fast import K
         except ImportError:
@@ -98,6 +137,8 @@ def test_a_target_that_is_not_the_live_binding_is_refused_naming_the_binding(sou
                  id="a function's Class.attr that wraps the method"),
     pytest.param("class A:\n    def m(self):\n        return 1\ndef install(A):\n    A.m = other\n",
                  id="a parameter of that name is another object"),
+    pytest.param("class A:\n    def m(self):\n        return 1\ndef install():\n    A.m, A.n = deco(A.m), 2\n",
+                 id="an unpacked target whose item wraps the method"),
     pytest.param("class A:\n    def m(self):\n        return 1\ndef install(cls):\n    setattr(cls, 'm', other)\n",
                  id="a setattr on another name"),
 ])
