@@ -61,7 +61,7 @@ def main() -> None:
         timing = work / name / "timing"
         timing.mkdir(parents=True)
         out = t.run_deployment(python, {**request, **extra}, work / name, {
-            "PATCHSPEC_BENCH_TIMING": str(timing), "PYTHONPATH": t.pythonpath(HERE / "two_nodes_timing"),
+            "PATCHSPEC_BENCH_TIMING": str(timing), "PYTHONPATH": h.pythonpath(HERE / "two_nodes_timing"),
             "VLLM_PP_TRANSFER_STATS_EVERY": "0"})
         result = out["events"]["result"]
         result["latencies"] = [] if extra.get("single") else latencies(timing, result["generate_window"])

@@ -29,7 +29,7 @@ from patchspec.install.state import (
     sha256,
     writer_active,
 )
-from patchspec.model import MARKER, Spec
+from patchspec.model import MARKER
 from patchspec.prepare import (
     Prepared,
     applied_specs,
@@ -135,7 +135,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         if sharing:
             texts = patched_texts([*sharing, spec], files, root, state)
         patched = {rel: encoding.encode(texts[rel], root.read_bytes(rel)) for rel in sorted(files)}
-        snippets.check_imports(spec, root, interpreter.finder(runs, root.path))
+        snippets.check_imports(spec, root, interpreter.finder(runs, root.path), prepared.plan.sources)
         runtime = snippets.install_files(spec)
         for rel, data in runtime.items():
             entry = state.snippets.get(rel)
@@ -193,10 +193,11 @@ def _prove(root: Root, state: State, name: str, runs: interpreter.Interpreter,
     return proof.prove(root, spec, plan, state, runs, timeout)
 
 
-def check_snippet_imports(spec: Spec, root_path: str, python: str | None = None) -> None:
+def check_snippet_imports(prepared: Prepared, python: str | None = None) -> None:
     """Writes nothing: every module the snippet package imports resolves in the root or its interpreter."""
-    root = Root.open(root_path)
-    snippets.check_imports(spec, root, interpreter.finder(interpreter.find(root.path, python), root.path))
+    root = prepared.root
+    snippets.check_imports(prepared.spec, root, interpreter.finder(interpreter.find(root.path, python), root.path),
+                           prepared.plan.sources)
 
 
 def verify(spec_name_or_path: str, root_path: str, python: str | None = None,

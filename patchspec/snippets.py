@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import ast
 import keyword
+from collections.abc import Mapping
 from pathlib import Path
 
 import libcst as cst
 
 from patchspec.compiler import pattern, snippet_api
 from patchspec.compiler.plan import RUNTIME_PACKAGE
+from patchspec.compiler.source import SourceFile
 from patchspec.compiler.transforms import KINDS
 from patchspec.compiler.transforms.kind import Hook
 from patchspec.errors import PatchspecError
@@ -137,20 +139,14 @@ def imports(spec: Spec) -> list[tuple[str, str, int]]:
     return out
 
 
-def package_requires(spec: Spec, root: Root) -> set[str]:
+def package_requires(spec: Spec, sources: Mapping[str, SourceFile]) -> set[str]:
     """Top-level modules the files the spec patches import unconditionally at module level: the package
     already needs them, so a snippet importing one adds no failure that importing the package would not
-    have (vLLM's files import torch; a root holding only vLLM's files has no torch either)."""
+    have (vLLM's files import torch; a root holding only vLLM's files has no torch either). ``sources``:
+    the plan's files as it parsed them (their pristine text)."""
     names: set[str] = set()
-    for rel in sorted({t.file for t in spec.targets}):
-        data = root.read_bytes(rel)
-        if data is None:
-            continue
-        try:
-            tree = ast.parse(data, rel)
-        except SyntaxError:
-            continue
-        for stmt in tree.body:
+    for rel in sorted({t.file for t in spec.targets} & set(sources)):
+        for stmt in sources[rel].tree.body:
             if isinstance(stmt, ast.Import):
                 names.update(a.name.split(".")[0] for a in stmt.names)
             elif isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
@@ -158,7 +154,8 @@ def package_requires(spec: Spec, root: Root) -> set[str]:
     return names
 
 
-def unresolved_imports(spec: Spec, root: Root, find_missing) -> list[tuple[str, str, int]]:
+def unresolved_imports(spec: Spec, root: Root, find_missing,
+                       sources: Mapping[str, SourceFile]) -> list[tuple[str, str, int]]:
     """The imports of ``imports`` that resolve neither in the root (with the snippet package installed
     in it) nor through ``find_missing`` (top-level names -> those the root's interpreter cannot find),
     leaving out those the patched files import themselves (``package_requires``)."""
@@ -177,7 +174,7 @@ def unresolved_imports(spec: Spec, root: Root, find_missing) -> list[tuple[str, 
             outside.append((module, file, line))
     gone = set(find_missing(sorted({m.split(".")[0] for m, _, _ in outside}))) if outside else set()
     if gone:
-        gone -= package_requires(spec, root)
+        gone -= package_requires(spec, sources)
     return sorted(missing + [i for i in outside if i[0].split(".")[0] in gone], key=lambda i: (i[1], i[2]))
 
 
@@ -189,9 +186,9 @@ def _module_in(base: Path, parts: list[str]) -> bool:
     return (path / "__init__.py").is_file() or path.with_suffix(".py").is_file() or path.is_dir()
 
 
-def check_imports(spec: Spec, root: Root, find_missing) -> None:
+def check_imports(spec: Spec, root: Root, find_missing, sources: Mapping[str, SourceFile]) -> None:
     """Refuse, in one line, a snippet package whose import would fail in the patched root."""
-    missing = unresolved_imports(spec, root, find_missing)
+    missing = unresolved_imports(spec, root, find_missing, sources)
     if missing:
         module, file, line = missing[0]
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""

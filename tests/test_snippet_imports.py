@@ -57,5 +57,7 @@ def test_a_module_the_patched_file_imports_itself_adds_no_failure_and_is_not_ref
         root = tmp_path / name / "tree"
         install(root, {"vpkg/__init__.py": "", "vpkg/mod.py": "import not_installed_anywhere\n" + MOD})
         spec = write_spec(tmp_path / name / "spec", snippet=f"{SNIPPET}import {snippet_import}\n")
+        assert main(["validate", spec, "--root", str(root)]) == code
+        assert (f"imports {snippet_import}," in capsys.readouterr().err) == bool(code)
         assert main(["apply", spec, "--root", str(root), "--no-verify"]) == code
         assert (f"imports {snippet_import}," in capsys.readouterr().err) == bool(code)

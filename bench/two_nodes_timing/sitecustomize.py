@@ -5,7 +5,7 @@ With ``PATCHSPEC_BENCH_TIMING`` set to a directory, once vLLM's worker module is
 notes ``recv <t0> <t1>`` when the worker first waits for it (``t0``: the worker's ``irecv_tensor_dict``
 call; ``t1``: the tensors are there), in ``<dir>/<pid>.txt``. Times are ``time.monotonic()``, one clock
 for both namespaces of the machine. The same hooks time stock vLLM and the pipeline-transfer spec.
-On ``PYTHONPATH`` with tests/two_nodes/hooks (``two_nodes_harness.pythonpath``).
+On ``PYTHONPATH`` with tests/e2e/hooks (``e2e_harness.pythonpath``).
 """
 import os
 import time

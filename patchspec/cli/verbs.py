@@ -266,7 +266,7 @@ def cmd_validate(args) -> Outcome:
 
         prepared = prepare(args.spec, args.release, args.root)
         compile_spec(prepared)   # refuses as compile, check and apply do
-        ops.check_snippet_imports(spec, args.root, args.python)
+        ops.check_snippet_imports(prepared, args.python)
         where = f"; holds on {args.root} (release {prepared.release})"
     return Outcome(Exit.OK, [SpecSummary(spec.name, len(spec.targets), count)],
                    [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms{where}"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import builtins
 import difflib
+import functools
 from dataclasses import dataclass
 
 import libcst as cst
@@ -173,12 +174,20 @@ def _locals_before(func: ast.AST, line: int, after: bool) -> set[str]:
     """Parameters and the names bound on lines before ``line`` (up to it, for an insertion after the
     anchor or at the head of a loop's body), nested functions' included: an anchor may sit in one."""
     params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}  # a one-line body shares their line
-    return params | {name for node in ast.walk(func) if (at := getattr(node, "lineno", None)) is not None
-                     and (at < line or (after and at <= line)) for name in scope.bound_by(node)}
+    return params | {name for at, name, _own in _bound_at(func) if at is not None
+                     and (at < line or (after and at <= line))}
 
 
 def _all_locals(func: ast.AST) -> set[str]:
-    return {name for node in ast.walk(func) if node is not func for name in scope.bound_by(node)}
+    return {name for _at, name, own in _bound_at(func) if not own}
+
+
+@functools.lru_cache(maxsize=64)
+def _bound_at(func: ast.AST) -> tuple[tuple[int | None, str, bool], ...]:
+    """(line, name, whether the function's own name) of every name the function's nodes bind, nested
+    functions' included: one walk of a target however many insertions it takes."""
+    return tuple((getattr(node, "lineno", None), name, node is func) for node in ast.walk(func)
+                 for name in scope.bound_by(node))
 
 
 def _is_generator(func: ast.AST) -> bool:

@@ -254,22 +254,33 @@ def _item_matcher(item):
     return m.ZeroOrMore() if is_wildcard(item) else to_matcher(item)
 
 
-def names_needed(text: str, form: str) -> frozenset[str] | None:
-    """The names (attribute names among them) that the text of every node the pattern matches holds: a
-    name matches only an equal name, and libcst keeps a name as it is written. None when the pattern can
-    match without one (``...``, a literal, only metavariables), or when it is a function definition (it
-    could match the target itself)."""
+def names_needed(text: str, form: str) -> tuple[frozenset[str], ...] | None:
+    """The names (attribute names among them) that the text of every node the pattern matches holds, and
+    likewise for each statement inside the pattern (``loop: while x: y = f(); ...``: what its ``y = f()``
+    matches holds ``y`` and ``f``): a name matches only an equal name, and libcst keeps a name as it is
+    written. None when the pattern or one of its statements can match without a name (a literal, ``pass``,
+    a metavariable), or when it is a function definition (it could match the target itself)."""
     node = parse(text, form)
     if isinstance(node, cst.FunctionDef):
         return None
-    names: set[str] = set()
-    stack = [node]
+    out = []
+    for sub in [node, *(n for n in _descendants(node) if isinstance(n, cst.BaseStatement))]:
+        if sub is not node and is_wildcard(sub):
+            continue
+        names = frozenset(n.value for n in [sub, *_descendants(sub)] if isinstance(n, cst.Name))
+        if not names or any(name.startswith((ONE, RUN)) for name in names):
+            return None
+        out.append(names)
+    return tuple(out)
+
+
+def _descendants(node: cst.CSTNode) -> list[cst.CSTNode]:
+    found, stack = [], list(node.children)
     while stack:
         current = stack.pop()
-        if isinstance(current, cst.Name) and not current.value.startswith((ONE, RUN)):
-            names.add(current.value)
+        found.append(current)
         stack.extend(current.children)
-    return frozenset(names) or None
+    return found
 
 
 @functools.lru_cache(maxsize=4096)

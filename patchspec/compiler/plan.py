@@ -98,7 +98,7 @@ def _needs(specs: list[Spec]) -> dict[tuple[str, str], tuple[frozenset[str], ...
                 if not kind.local or None in names or found.get(key, ()) is None:
                     found[key] = None
                 else:
-                    found[key] = (*found.get(key, ()), *names)
+                    found[key] = (*found.get(key, ()), *(sets for each in names for sets in each))
     return found
 
 

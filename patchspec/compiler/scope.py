@@ -220,7 +220,7 @@ def _function_rebindings(tree: ast.Module) -> dict[str | tuple[str, str], list[R
     for func in _functions(tree):
         body = list(scope_statements(func.body))
         declared = {name for n in body if isinstance(n, ast.Global) for name in n.names}
-        params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
+        params: set[str] | None = None
         local: set[str] | None = None
         through = f", through `global` in {func.name}, line {func.lineno}"
         inside = f", in {func.name}, line {func.lineno}"
@@ -230,6 +230,8 @@ def _function_rebindings(tree: ast.Module) -> dict[str | tuple[str, str], list[R
             for name in sorted(declared & statement_binds(stmt)) if declared else ():
                 found.setdefault(name, []).append(Rebinding(stmt, keeps(stmt, name), through))
             for owner, attr, value in _attribute_sets(stmt):
+                if params is None:
+                    params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}
                 if owner in params and owner not in declared:
                     continue
                 if local is None:

@@ -280,18 +280,29 @@ def span(node: DefNode) -> tuple[int, int]:
 STAND_IN = "__patchspec_stand_in_{}__"
 
 
-def units(node: DefNode) -> list[tuple[int, int]]:
-    """The body of a definition as runs of whole lines, one per statement (statements that share a line,
-    ``a = 1; b = 2``, are one run): first and last line, decorators included."""
-    out: list[tuple[int, int]] = []
-    for stmt in node.body:
+def units(body: list[ast.stmt]) -> list[tuple[int, int, list[ast.stmt]]]:
+    """A block as runs of whole lines, one per statement (statements that share a line, ``a = 1; b = 2``,
+    are one run): first and last line, decorators included, and the statements."""
+    out: list[tuple[int, int, list[ast.stmt]]] = []
+    for stmt in body:
         start, end = span(stmt)
         if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(end, out[-1][1]))
+            out[-1] = (out[-1][0], max(end, out[-1][1]), [*out[-1][2], stmt])
         else:
-            out.append((start, end))
+            out.append((start, end, [stmt]))
     return out
 
+
+def _blocks(stmt: ast.stmt) -> list[tuple[list[ast.stmt], bool]]:
+    """The statement lists inside a compound statement, each with whether its statements may stand in
+    (not the ``if`` of an ``elif``, which is a clause of the statement above it, not a statement)."""
+    found = [(getattr(stmt, name), True) for name in ("body", "orelse", "finalbody")
+             if isinstance(getattr(stmt, name, None), list)]
+    found += [(h.body, True) for h in getattr(stmt, "handlers", ())]
+    found += [(c.body, True) for c in getattr(stmt, "cases", ())]
+    if isinstance(stmt, ast.If) and len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.If):
+        found = [(block, block is not stmt.orelse) for block, _ok in found]
+    return found
 
 @dataclass
 class Fragment:
@@ -364,28 +375,44 @@ def _stands_as_block(module: cst.Module, header: str) -> bool:
 
 
 def _stand_in(source: SourceFile, node: DefNode, start: int, keep: Callable[[str], bool]):
-    """The definition's lines with each body statement ``keep`` turns down as a stand-in of as many
-    lines, and the stand-ins' texts (up to the last line's ending) with the lines they stand for."""
+    """The definition's lines with each statement of its body (nested ones too, inside those kept) that
+    ``keep`` turns down as a stand-in of as many lines, and the stand-ins' texts (up to the last line's
+    ending) with the lines they stand for."""
     lines = source.lines
-    runs = units(node)
-    out = lines[start - 1:runs[0][0] - 1]
+    out: list[str] = []
     stand_ins: dict[str, str] = {}
-    after = runs[0][0]
-    for first, last in runs:
-        out += lines[after - 1:first - 1]          # blank and comment lines between statements
-        after = last + 1
-        text = "".join(lines[first - 1:last])
-        name = STAND_IN.format(len(stand_ins))
-        # kept: a statement that may hold a match, one that shares a logical line with what comes before
-        # or after it (a backslash ends the line before or its own last line), the stand-in's name in use
-        joined = any(line.rstrip("\r\n").endswith("\\") for line in (lines[first - 2], lines[last - 1]))
-        if keep(text) or joined or name in source.text:
-            out += lines[first - 1:last]
-            continue
-        indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip(" \t\f"))]
-        ending = lines[last - 1][len(lines[last - 1].rstrip("\r\n")):]
-        stand_in = indent + name if first == last else f"{indent}({name}{source.newline * (last - first)})"
-        stand_ins[stand_in] = text[: len(text) - len(ending)]
-        out += split_lines(stand_in + ending)
-    out += lines[after - 1:node.end_lineno]
+    after = start
+
+    def visit(body: list[ast.stmt], may_stand: bool) -> None:
+        nonlocal after
+        for first, last, stmts in units(body):
+            text = "".join(lines[first - 1:last])
+            name = STAND_IN.format(len(stand_ins))
+            if keep(text) or not may_stand or not _own_lines(lines, first, last, stmts) or name in source.text:
+                for stmt in stmts:
+                    for block, ok in _blocks(stmt):
+                        visit(block, ok)
+                continue
+            out.extend(lines[after - 1:first - 1])
+            after = last + 1
+            indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip(" \t\f"))]
+            ending = lines[last - 1][len(lines[last - 1].rstrip("\r\n")):]
+            stand_in = indent + name if first == last else f"{indent}({name}{source.newline * (last - first)})"
+            stand_ins[stand_in] = text[: len(text) - len(ending)]
+            out.extend(split_lines(stand_in + ending))
+
+    visit(node.body, True)
+    out.extend(lines[after - 1:node.end_lineno])
     return out, stand_ins
+
+
+def _own_lines(lines: list[str], first: int, last: int, stmts: list[ast.stmt]) -> bool:
+    """Whether a run of statements has its lines to itself: it starts its first line (not after a header's
+    colon, ``if x: y``) and no backslash joins it to the line before or after."""
+    head = stmts[0]
+    line = lines[first - 1]
+    column = len(line) - len(line.lstrip(" \t\f"))
+    starts = line.lstrip(" \t\f").startswith("@") if getattr(head, "decorator_list", None) \
+        else column == head.col_offset
+    joined = any(text.rstrip("\r\n").endswith("\\") for text in (lines[first - 2], lines[last - 1]))
+    return starts and not joined

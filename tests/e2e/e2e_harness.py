@@ -45,6 +45,12 @@ def write_checkpoint(env: Path, out: Path, hidden: int = 128) -> Path:
     return out
 
 
+def pythonpath(hooks: Path) -> str:
+    """The ``PYTHONPATH`` of an engine's processes for the ``sitecustomize.py`` in ``hooks``, with the
+    ``engine_hook`` module it imports."""
+    return os.pathsep.join([str(hooks), str(HERE / "hooks")])
+
+
 def patchspec(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "patchspec", *args], cwd=REPO, capture_output=True, text=True)
 
@@ -114,10 +120,10 @@ def run_engine(env: Path, model: Path, pp: int, prompts: list[list[int]], max_to
             child["VLLM_PP_LAYER_PARTITION"] = partition
         if count_reads:
             reads.mkdir()
-            child.update(PATCHSPEC_E2E_READS=str(reads), PYTHONPATH=str(HERE / "reads"))
+            child.update(PATCHSPEC_E2E_READS=str(reads), PYTHONPATH=pythonpath(HERE / "reads"))
         if timing:
             times.mkdir()
-            child.update(PATCHSPEC_E2E_TIMING=str(times), PYTHONPATH=str(HERE / "reads"))
+            child.update(PATCHSPEC_E2E_TIMING=str(times), PYTHONPATH=pythonpath(HERE / "reads"))
         with open(log, "w") as out:
             done = subprocess.run([str(env / "bin" / "python"), str(HERE / "e2e_engine.py"), str(request),
                                    str(result)], stdout=out, stderr=subprocess.STDOUT, env=child,

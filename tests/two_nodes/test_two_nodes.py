@@ -86,12 +86,12 @@ def runs(tmp_path_factory):
             (work / "reads" / str(node.rank)).mkdir(parents=True)
         out["fixed"] = t.run_deployment(python, request, work / "fixed", {
             "VLLM_PP_TRANSFER_TIMEOUT_S": str(TRANSFER_TIMEOUT_S), "VLLM_PP_TRANSFER_STATS_EVERY": str(STATS_EVERY),
-            "PYTHONPATH": str(h.HERE / "reads")}, reads=work / "reads")
+            "PYTHONPATH": h.pythonpath(h.HERE / "reads")}, reads=work / "reads")
         out["reads"] = {node.rank: _reads(work / "reads" / str(node.rank)) for node in t.NODES}
         short = {**request, "scored": [], "kill_phase": False}
         timeouts = {"VLLM_PP_TRANSFER_TIMEOUT_S": str(TRANSFER_TIMEOUT_S)}
         out["fault"] = t.run_deployment(python, short, work / "fault",
-                                        {**timeouts, "PYTHONPATH": t.pythonpath(t.HERE / "fault")},
+                                        {**timeouts, "PYTHONPATH": h.pythonpath(t.HERE / "fault")},
                                         node_envs={0: {"PATCHSPEC_FAIL_FORWARD": str(FAIL_AT_STEP)}})
         out["partition"] = t.run_deployment(python, short, work / "partition", timeouts, node_envs={
             rank: {"VLLM_PP_LAYER_PARTITION": part} for rank, part in PARTITIONS.items()})

@@ -108,12 +108,6 @@ def link_rate(node: Node) -> str:
                           text=True, timeout=COMMAND_TIMEOUT_S).stdout.strip()
 
 
-def pythonpath(hooks: Path) -> str:
-    """The ``PYTHONPATH`` of a node's processes for the ``sitecustomize.py`` in ``hooks``, with the
-    ``engine_hook`` module it imports."""
-    return os.pathsep.join([str(hooks), str(HERE / "hooks")])
-
-
 def node_env(node: Node, tmp: Path, extra: dict | None = None) -> dict:
     """The environment of a node's processes: the serving guide's settings for this node's veth side."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "PYTHONPATH", "GLOO_"))}

@@ -19,9 +19,10 @@ from patchspec.compiler.source import DefNode, Fragment, SourceFile
 class Definition:
     """A target definition, parsed by libcst at most once however many transforms and specs use it.
 
-    ``needs``: for every pattern of every transform on it, the names a match holds (``pattern.names_needed``),
-    when each of those transforms is ``local``: a function's body statements whose text holds all the names
-    of none of them are then left unparsed (``Fragment``). None parses the whole definition."""
+    ``needs``: for every pattern of every transform on it, and every statement in one, the names a match
+    holds (``pattern.names_needed``), when each of those transforms is ``local``: a function's statements
+    whose text holds all the names of none of them are then left unparsed (``Fragment``). None parses
+    the whole definition."""
 
     source: SourceFile
     node: DefNode

@@ -5,7 +5,8 @@ safetensors' ``safe_open`` appends "<pipeline rank> <tensor name>" to ``<dir>/<p
 counted where it happens (``get_tensor`` / ``get_slice`` / ``get_tensors``), so a loader that drops a
 tensor after reading it still counts it. With PATCHSPEC_E2E_TIMING set to a directory: every call of the
 methods in ``_TIMED`` appends "<rank> <kind> <start> <end>" (wall clock) to ``<dir>/<pid>.txt``; the rank
-is the worker's pipeline rank, -1 in the engine core (its scheduler).
+is the worker's pipeline rank, -1 in the engine core (its scheduler). On PYTHONPATH with tests/e2e/hooks
+(``e2e_harness.pythonpath``).
 """
 import os
 
@@ -109,29 +110,8 @@ def _patch(module) -> None:
         setattr(owner, method, _timed(getattr(owner, method), kind, rank))
 
 
-class _AfterImport:
-    """Runs a function on a module right after it is first imported (vLLM is imported after this file)."""
-
-    def __init__(self, patches):
-        self._patches = patches
-
-    def find_spec(self, fullname, path, target=None):
-        patch = self._patches.pop(fullname, None)
-        if patch is None:
-            return None
-        import importlib.util
-
-        spec = importlib.util.find_spec(fullname)
-        exec_module = spec.loader.exec_module
-
-        def exec_and_patch(module):
-            exec_module(module)
-            patch(module)
-        spec.loader.exec_module = exec_and_patch
-        return spec
-
-
 if _TIMING:
-    import sys
+    from engine_hook import after_import
 
-    sys.meta_path.insert(0, _AfterImport(dict.fromkeys(_TIMED, _patch)))
+    for _name in _TIMED:
+        after_import(_name, _patch)

@@ -1,7 +1,7 @@
 """With ``PATCHSPEC_FAIL_FORWARD=N`` (on node 0 only), the N-th step with scheduled tokens of pipeline
 stage 0's model runner raises once, before its forward: a stand-in for an out-of-memory in a long prefill.
 
-Put on ``PYTHONPATH`` with ``../hooks`` (``two_nodes_harness.pythonpath``); it wraps vLLM's
+Put on ``PYTHONPATH`` with tests/e2e/hooks (``e2e_harness.pythonpath``); it wraps vLLM's
 ``GPUModelRunner.execute_model`` (the CPU runner's too) when ``vllm.v1.worker.gpu_model_runner`` is first
 imported, in whichever process imports it.
 """

@@ -1,8 +1,8 @@
 """Runs a function on a vLLM module right after its first import, in an engine's process.
 
-The ``sitecustomize.py`` of a hook directory (``tests/two_nodes/fault``, ``bench/two_nodes_timing``)
-imports this before vLLM is imported; ``two_nodes_harness.pythonpath`` puts both directories on the
-processes' ``PYTHONPATH``.
+The ``sitecustomize.py`` of a hook directory (``tests/e2e/reads``, ``tests/two_nodes/fault``,
+``bench/two_nodes_timing``) imports this before vLLM is imported; ``e2e_harness.pythonpath`` puts both
+directories on the processes' ``PYTHONPATH``.
 """
 import importlib.abc
 import importlib.util
