@@ -84,6 +84,17 @@ class Lab:
                         f"targets:\n{textwrap.dedent(targets)}")
         return str(path)
 
+    def send_spec(self, transform: str, **spec_args) -> str:
+        """``pkg/mod.py`` holding ``BODY``, and a spec of one transform of its ``send``."""
+        self.source(BODY)
+        return self.spec(f"""
+      - id: send
+        file: pkg/mod.py
+        function: send
+        transforms:
+          - {transform}
+    """, **spec_args)
+
     def apply(self, spec: str) -> None:
         ops.apply(spec, "r1", str(self.root))
 
@@ -312,14 +323,7 @@ def test_add_method_hook_without_self_is_refused(lab):
 
 
 def test_control_a_wrap_hook_that_is_not_a_decorator_of_one_function_is_refused(lab):
-    lab.source(BODY)
-    spec = lab.spec("""
-      - id: send
-        file: pkg/mod.py
-        function: send
-        transforms:
-          - wrap: {with: two_functions}
-    """)
+    spec = lab.send_spec('wrap: {with: two_functions}')
     message = refusal(spec, lab)
     assert "_s.two_functions(fn, other): missing a required argument: 'other'" in message
     assert message.startswith(f"{spec}:11:")
@@ -332,14 +336,7 @@ def test_control_a_wrap_hook_that_is_not_a_decorator_of_one_function_is_refused(
                  id="an alias that shadows a module name"),
 ])
 def test_an_alias_that_names_something_else_where_the_code_lands_is_refused(lab, alias, code, why):
-    lab.source(BODY)
-    spec = lab.spec(f"""
-      - id: send
-        file: pkg/mod.py
-        function: send
-        transforms:
-          - insert_before: {{anchor: "return resp", code: "{code}"}}
-    """, alias=alias)
+    spec = lab.send_spec(f'insert_before: {{anchor: "return resp", code: "{code}"}}', alias=alias)
     assert why in refusal(spec, lab)
 
 
@@ -432,42 +429,21 @@ def test_the_same_value_twice_is_kept_once(lab):
 # --- 6. errors at the spec's position -----------------------------------------------------------------
 
 def test_a_missing_anchor_names_the_spec_line_and_the_source(lab):
-    lab.source(BODY)
-    spec = lab.spec("""
-      - id: send
-        file: pkg/mod.py
-        function: send
-        transforms:
-          - insert_before: {anchor: "return nothing", code: "_s.note()"}
-    """)
+    spec = lab.send_spec('insert_before: {anchor: "return nothing", code: "_s.note()"}')
     message = refusal(spec, lab)
     assert message.startswith(f"{spec}:11:") and "anchor 'return nothing': missing" in message
     assert message.endswith("(see pkg/mod.py:8)")   # the target's line: the anchor is not in it
 
 
 def test_an_ambiguous_anchor_names_both_places(lab):
-    lab.source(BODY)
-    spec = lab.spec("""
-      - id: send
-        file: pkg/mod.py
-        function: send
-        transforms:
-          - insert_before: {anchor: "resp = ...", code: "_s.note()"}
-    """)
+    spec = lab.send_spec('insert_before: {anchor: "resp = ...", code: "_s.note()"}')
     message = refusal(spec, lab)
     assert message.startswith(f"{spec}:11:") and "ambiguous (lines 9, 11)" in message
     assert "pkg/mod.py:9" in message
 
 
 def test_an_unknown_snippet_package_names_the_real_path(lab):
-    lab.source(BODY)
-    spec = lab.spec("""
-      - id: send
-        file: pkg/mod.py
-        function: send
-        transforms:
-          - wrap: {with: logged}
-    """, package="nosuch")
+    spec = lab.send_spec('wrap: {with: logged}', package="nosuch")
     message = refusal(spec, lab)
     assert str(lab.tmp / "spec" / "nosuch" / "__init__.py") in message and message.startswith(f"{spec}:4:")
 

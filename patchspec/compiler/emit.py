@@ -106,6 +106,12 @@ def splice(source: SourceFile, fragments: dict[int, tuple[int, str]], line_edits
                 raise ConflictError(f"a line added after line {inside[0]} (a class member or an import) falls inside "
                                     f"the definition at lines {line}-{end} that another transform rewrites: they "
                                     "cannot both apply", source.path, inside[0], [])
+            nested = [start for start in fragments if line < start <= end]
+            if nested:   # this fragment's text holds the inner one's lines unpatched: its edits would be lost
+                raise ConflictError(f"the definition at line {nested[0]} that a transform patches lies inside the "
+                                    f"definition at lines {line}-{end} that another transform patches: they cannot "
+                                    "both apply; patch the outer one (its anchors reach inside)", source.path,
+                                    nested[0], [])
             line = end
         else:
             out.append(lines[line - 1])

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from patchspec.compiler import gcpause, lint, pattern, rewrite
 from patchspec.compiler.edits import ConflictError, LineEdit, NodeEdit, ResolveError, Status, marked_line
 from patchspec.compiler.emit import render_fragment, splice
-from patchspec.compiler.source import SourceError, SourceFile, TargetAmbiguous, TargetNotLive
+from patchspec.compiler.source import STAND_IN_PREFIX, SourceError, SourceFile, TargetAmbiguous, TargetNotLive
 from patchspec.compiler.transforms import KINDS
 from patchspec.compiler.transforms.context import Definition, TargetContext
 from patchspec.model import Loc, Spec, Target
@@ -83,7 +83,8 @@ def resolve(specs: Iterable[Spec], read: Callable[[str], str | None],
 
 def _needs(specs: list[Spec]) -> dict[tuple[str, str], tuple[frozenset[str], ...] | None]:
     """By target definition, the names each pattern of the transforms on it needs (see ``Definition``);
-    None when one of those transforms is not ``local`` or has a pattern that needs no name."""
+    None when one of those transforms is not ``local``, has a pattern that needs no name, or a text that
+    holds a stand-in's name (an anchor would match the stand-in, inserted code would be taken for one)."""
     found: dict[tuple[str, str], tuple[frozenset[str], ...] | None] = {}
     for spec in specs:
         for target in spec.targets:
@@ -95,7 +96,8 @@ def _needs(specs: list[Spec]) -> dict[tuple[str, str], tuple[frozenset[str], ...
                              for key_, form in kind.pattern_keys.items() if key_ in transform.params]
                 except pattern.PatternError:   # resolving reports it, where it did before
                     names = [None]
-                if not kind.local or None in names or found.get(key, ()) is None:
+                if not kind.local or None in names or found.get(key, ()) is None \
+                        or any(STAND_IN_PREFIX in str(value) for value in transform.params.values()):
                     found[key] = None
                 else:
                     found[key] = (*found.get(key, ()), *(sets for each in names for sets in each))
@@ -144,6 +146,10 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, o
     key = (target.file, target.function)
     shared = plan.definitions.setdefault(key, Definition(source, located.node, target.function,
                                                            needs.get(key)))
+    if shared.node is not located.node:   # definitions are by file and name: its edits would land in the other
+        return each(Status.NOT_APPLICABLE, f"{target.function} at line {located.node.lineno} is another branch's "
+                    f"definition than the one at line {shared.node.lineno} that a target already patches: one "
+                    f"plan patches one definition of a name", [located.node.lineno])
     out = []
     for transform in target.transforms:
         ctx = TargetContext(shared, spec.alias, spec.marker, spec.name)

@@ -277,7 +277,8 @@ def span(node: DefNode) -> tuple[int, int]:
     return start, node.end_lineno
 
 
-STAND_IN = "__patchspec_stand_in_{}__"
+STAND_IN_PREFIX = "__patchspec_stand_in_"
+STAND_IN = STAND_IN_PREFIX + "{}__"
 
 
 def units(body: list[ast.stmt]) -> list[tuple[int, int, list[ast.stmt]]]:
@@ -297,12 +298,12 @@ def _blocks(stmt: ast.stmt) -> list[tuple[list[ast.stmt], bool]]:
     """The statement lists inside a compound statement, each with whether its statements may stand in
     (not the ``if`` of an ``elif``, which is a clause of the statement above it, not a statement)."""
     found = [(getattr(stmt, name), True) for name in ("body", "orelse", "finalbody")
-             if isinstance(getattr(stmt, name, None), list)]
+             if getattr(stmt, name, None)]
     found += [(h.body, True) for h in getattr(stmt, "handlers", ())]
     found += [(c.body, True) for c in getattr(stmt, "cases", ())]
     if isinstance(stmt, ast.If) and len(stmt.orelse) == 1 and isinstance(stmt.orelse[0], ast.If):
         found = [(block, block is not stmt.orelse) for block, _ok in found]
-    return found
+    return sorted(found, key=lambda item: item[0][0].lineno)   # in source order: a try's except before its else
 
 @dataclass
 class Fragment:
@@ -318,7 +319,7 @@ class Fragment:
     module: cst.Module
     header: str
     one_line: bool = False   # the body shared the header's line and was given a block of its own
-    stand_ins: dict[str, str] = field(default_factory=dict)   # a stand-in's text -> the lines it stands for
+    stand_ins: dict[str, str] = field(default_factory=dict)   # a stand-in -> the text it stands for (no indent)
 
     @classmethod
     def parse(cls, source: SourceFile, node: DefNode, keep: Callable[[str], bool] | None = None) -> "Fragment":
@@ -395,11 +396,13 @@ def _stand_in(source: SourceFile, node: DefNode, start: int, keep: Callable[[str
                 continue
             out.extend(lines[after - 1:first - 1])
             after = last + 1
+            # the indent stays outside the stand-in (libcst drops a form feed in it, whole or in part); a
+            # stand-in over several lines ends them as the file does (a CR-only file counts CR as a line)
             indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip(" \t\f"))]
-            ending = lines[last - 1][len(lines[last - 1].rstrip("\r\n")):]
-            stand_in = indent + name if first == last else f"{indent}({name}{source.newline * (last - first)})"
-            stand_ins[stand_in] = text[: len(text) - len(ending)]
-            out.extend(split_lines(stand_in + ending))
+            endings = [line[len(line.rstrip("\r\n")):] for line in lines[first - 1:last]]
+            stand_in = name if first == last else f"({name}{''.join(endings[:-1])})"
+            stand_ins[stand_in] = text[len(indent): len(text) - len(endings[-1])]
+            out.extend(split_lines(indent + stand_in + endings[-1]))
 
     visit(node.body, True)
     out.extend(lines[after - 1:node.end_lineno])

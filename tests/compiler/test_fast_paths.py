@@ -307,6 +307,22 @@ CASES = {
                 a.pop(b)
             return a
         """,
+    # a try's clauses (its except before its else and finally), a form feed before an indent (^L)
+    "clauses": textwrap.dedent("""
+        def f(a, b):
+            try:
+                y = a.get(b)
+            except KeyError:
+                q = 1
+            else:
+                w = (2,
+                     3)
+            finally:
+                v = 4
+        ^L    u = (5,
+          6)
+            return y
+        """).replace("^L", "\f"),
 }
 
 
@@ -357,8 +373,17 @@ CASES = {
     pytest.param("function", [{"insert_before": {"anchor": "a.pop(...)", "code": "print(a)"}},
                               {"remove": {"statement": "first = 1"}}],
                  id="another kind on the target: parsed whole"),
+    pytest.param("function", [{"insert_before": {"anchor": "__patchspec_stand_in_0__", "code": "print(a)"}}],
+                 id="an anchor that is a stand-in's name: parsed whole"),
+    pytest.param("function", [{"insert_after": {"anchor": "first = 1", "code": "__patchspec_stand_in_0__ = 1"}}],
+                 id="inserted code that holds a stand-in's name: parsed whole"),
+    pytest.param("clauses", [{"insert_before": {"anchor": "y = a.get(b)", "code": "print(a)"}},
+                             {"add_argument": {"call": "a.get(...)", "keyword": "k", "value": "1"}}],
+                 id="in a try whose except, else and finally stand in, beside a form feed"),
+    pytest.param("clauses", [{"insert_before": {"anchor": "return y", "code": "print(y)"}}],
+                 id="after statements over several lines that stand in"),
 ])
-@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
 def test_a_partly_parsed_definition_patches_as_a_whole_one(case, transforms, newline, monkeypatch, request):
     text = textwrap.dedent(CASES[case]).lstrip().replace("\n", newline)
     function = "K.f" if case == "method" else "f"

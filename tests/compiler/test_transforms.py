@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from patchspec.compiler.edits import ConflictError
 from patchspec.compiler.plan import emit
 from tests.compiler.helpers import make_spec, patch, resolve, target
 
@@ -300,3 +301,46 @@ def test_a_method_added_to_a_class_without_blank_lines_between_methods_gets_none
     source = "class C:\n    def a(self):\n        pass\n    def b(self):\n        pass\n"
     spec = make_spec([target("C", {"add_method": {"name": "c", "with": "hook"}})])
     assert patch(source, spec).endswith("        pass\n    c = _s.hook  # patchspec: demo\n")
+
+
+NESTED = d("""
+    class K:
+        def f(self, a):
+            def g(b):
+                return other(b)
+            return g
+    """)
+
+
+@pytest.mark.parametrize("outer, inner", [
+    pytest.param(target("K.f", {"insert_before": {"anchor": "return g", "code": "print(g)"}}, id="outer"),
+                 target("K.f.g", {"insert_before": {"anchor": "return other(b)", "code": "print(b)"}}, id="inner"),
+                 id="a function inside a patched function"),
+    pytest.param(target("K.f", {"wrap": {"with": "w"}}, id="outer"),
+                 target("K.f.g", {"wrap": {"with": "w2"}}, id="inner"), id="two wraps"),
+])
+def test_a_patched_definition_inside_another_patched_one_is_a_conflict_not_a_lost_edit(outer, inner):
+    spec = make_spec([outer, inner])
+    resolved = resolve(NESTED, spec)
+    assert all(r.ok and r.edits for r in resolved.resolved)
+    with pytest.raises(ConflictError, match="the definition at line 3 that a transform patches lies inside the "
+                                            "definition at lines 2-5"):
+        emit(resolved, [spec])
+
+
+def test_a_name_targeted_in_two_branches_patches_one_and_refuses_the_other():
+    source = d("""
+        if FLAG:
+            def f(a):
+                return a
+        else:
+            def f(a):
+                return a
+        """)
+    first, second = (target("f", {"insert_before": {"anchor": "return a", "code": f"print({n})"}}, id=f"t{n}")
+                     for n in (1, 2))
+    first["branch"], second["branch"] = "if FLAG", "else"
+    resolved = resolve(source, make_spec([first, second]))
+    assert [(r.target, str(r.status), r.lines) for r in resolved.resolved] == [
+        ("t1", "ok", []), ("t2", "not-applicable", [5])]
+    assert "another branch's definition than the one at line 2" in resolved.resolved[1].detail
