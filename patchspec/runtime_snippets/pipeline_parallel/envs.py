@@ -46,8 +46,8 @@ environment_variables: dict[str, Callable[[], Any]] = {
     "VLLM_HPU_PP_SPLIT_BYTES": lambda: int(
         os.getenv("VLLM_HPU_PP_SPLIT_BYTES", str(1 << 20))
     ),
-    # Largest message a stage accepts; each of the transfer's four host buffers (two
-    # per direction) reserves (not touches) this much memory.
+    # Largest message a stage accepts; each of the two receive buffers reserves (not
+    # touches) this much memory.
     "VLLM_HPU_PP_MAX_MESSAGE_BYTES": lambda: int(
         os.getenv("VLLM_HPU_PP_MAX_MESSAGE_BYTES", str(1 << 30))
     ),

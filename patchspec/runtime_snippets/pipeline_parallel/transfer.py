@@ -32,11 +32,13 @@ collective on the decode path (``bench/transfer.py`` compares the two); the pric
 TP-size times the bytes on the NIC, which per-flow limits do not charge.
 
 Host buffers are reused (allocating a large message's buffer costs about as much as
-sending it), two per direction, each reserving ``VLLM_HPU_PP_MAX_MESSAGE_BYTES`` of
-address space once: any message fits without a size handshake, only the touched pages
-become memory, and a buffer is never replaced, so what a whole payload of one layout
-needs of it (views, addresses, shapes) is made once and reused (``_Route``): a decode
-message costs its two copies and its gloo call, and a few dozen Python operations.
+sending it), two per direction: the receive buffers reserve
+``VLLM_HPU_PP_MAX_MESSAGE_BYTES`` of address space once, so any message fits without a
+size handshake, and only the touched pages become memory; the send buffers grow to the
+largest message sent (sending from a reserved gigabyte measured up to 150 us slower a
+decode message on loopback). What a whole payload of one layout needs of a buffer
+(views, addresses, shapes) is made once and reused (``_Route``): a decode message costs
+its two copies and its gloo call, and a few dozen Python operations.
 ``recv`` returns one fresh, contiguous tensor per key on ``device``, laid out like the
 zeros a warm-up passes (an HPU graph keyed on its inputs' layout must not tell them
 apart) and never a view of a buffer a later ``recv`` reuses. A whole payload is copied
@@ -115,39 +117,55 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
 class _Ring:
     """Host byte buffers used in turn, so the one being read is not the one being
     filled; each keeps the device event of the copies that use it, which taking it again
-    waits for. The buffers reserve ``capacity`` bytes of address space at first use
-    (only the pages a message touches become memory) and are never replaced, so views
-    into them can be made once per layout (:class:`_Route`). A buffer comes as a tensor
-    (for gloo and the device), as a numpy array of the same bytes (host-side work,
-    without torch's per-call cost) and as its address."""
+    waits for. A buffer comes as a tensor (for gloo and the device), as a numpy array of
+    the same bytes (host-side work, without torch's per-call cost) and as its address.
+    The ring keeps the :class:`_Route` of each whole-payload layout it carried, made
+    for its buffers: they are replaced only to grow, and the routes with them."""
 
-    def __init__(self, capacity: int):
-        self.capacity = capacity
+    def __init__(self):
         self.buffers: list[torch.Tensor] = []
         self.arrays: list[np.ndarray] = []
         self.headers: list[np.ndarray] = []  # each buffer's header words, as int64
         self.addresses: list[int] = []
+        self.capacity = 0
+        self._routes: dict[tuple[int, ...], _Route] = {}
         self._events: list[Any] = [None] * _DEPTH
         self._turn = 0
 
-    def take(self) -> int:
-        """The next buffer's index, once the copies that last used it are done."""
-        if not self.buffers:
-            for _ in range(_DEPTH):
-                buf = torch.empty(self.capacity, dtype=torch.uint8)
-                self.buffers.append(buf)
-                self.arrays.append(buf.numpy())
-                self.headers.append(self.arrays[-1][:HEADER_BYTES].view(np.int64))
-                self.addresses.append(buf.data_ptr())
+    def take(self, nbytes: int) -> int:
+        """The next buffer's index, once the copies that last used it are done; every
+        buffer holds at least ``nbytes``."""
         i, self._turn = self._turn, (self._turn + 1) % _DEPTH
         event = self._events[i]
         if event is not None:
             self._events[i] = None
             event.synchronize()
+        if nbytes > self.capacity:
+            self._grow(nbytes)
         return i
+
+    def _grow(self, nbytes: int) -> None:
+        # a message in flight keeps its buffer alive (its gloo work holds it); queued
+        # device copies only read the receive ring, which grows once, at its first use
+        buffers = [torch.empty(nbytes, dtype=torch.uint8) for _ in range(_DEPTH)]
+        self.buffers = buffers
+        self.arrays = [buf.numpy() for buf in buffers]
+        self.headers = [arr[:HEADER_BYTES].view(np.int64) for arr in self.arrays]
+        self.addresses = [buf.data_ptr() for buf in buffers]
+        self.capacity = nbytes
+        self._routes.clear()
 
     def fence(self, i: int, event: Any) -> None:
         self._events[i] = event
+
+    def route(self, layout: Layout) -> _Route:
+        """The route of ``layout`` (a layout's header words determine it)."""
+        route = self._routes.get(layout.words)
+        if route is None:
+            if len(self._routes) >= _ROUTES:
+                self._routes.clear()
+            route = self._routes[layout.words] = _Route(layout, self)
+        return route
 
 
 class _Route:
@@ -210,18 +228,6 @@ class _Route:
             else:
                 t.copy_(piece, non_blocking=queued)
         return out
-
-
-def _route(
-    routes: dict[tuple[int, ...], _Route], layout: Layout, ring: _Ring
-) -> _Route:
-    """The cached route of ``layout`` (a layout's header words determine it)."""
-    route = routes.get(layout.words)
-    if route is None:
-        if len(routes) >= _ROUTES:
-            routes.clear()
-        route = routes[layout.words] = _Route(layout, ring)
-    return route
 
 
 T = TypeVar("T")
@@ -330,11 +336,8 @@ class StageTransfer:
         self._step = 0
         self._send_forward = 0
         self._recv_forward = 0
-        # a larger message is refused on both ends, so the buffers hold any other
-        self._staging = _Ring(self._max_bytes)
-        self._received = _Ring(self._max_bytes)
-        self._send_routes: dict[tuple[int, ...], _Route] = {}
-        self._recv_routes: dict[tuple[int, ...], _Route] = {}
+        self._staging = _Ring()
+        self._received = _Ring()
         self._queued = device_event is not None
         self._pending: deque[SendHandle] = deque()
         # torch.distributed's isend/irecv check their arguments on every call; these
@@ -387,10 +390,10 @@ class StageTransfer:
         seq, step, forward = self._send_seq, self._step, self._send_forward
         if len(self._pending) == _DEPTH:
             self._pending.popleft().wait()
-        slot = self._staging.take()
+        slot = self._staging.take(layout.message_bytes)
         layout.write_header(self._staging.headers[slot], seq, step, forward)
         if layout.parts == 1:
-            route = _route(self._send_routes, layout, self._staging)
+            route = self._staging.route(layout)
             route.pack(slot, tensors.values(), self._queued)
             route.trailers[slot][:] = layout.trailer(seq, 0)
             messages = [route.messages[slot]]
@@ -467,14 +470,15 @@ class StageTransfer:
         ``num_tokens`` (None: whatever the sender says)."""
         start_s = time.perf_counter()
         ring = self._received
-        slot = ring.take()
+        # a larger message is refused on both ends: the receive buffers hold any other
+        slot = ring.take(self._max_bytes)
         self._recv_into(ring.buffers[slot])
         header = ring.headers[slot]
         message = decode(header, self._max_bytes)
         header[0] = 0  # so a later, truncated message cannot pass on these bytes
         layout = self._expect(message, num_tokens)
         if layout.parts == 1:
-            route = _route(self._recv_routes, layout, ring)
+            route = ring.route(layout)
             self._check_trailer(
                 route.trailers[slot], route.end, message.seq, layout, 0
             )
