@@ -11,10 +11,12 @@ to the tensors being there (bench/two_nodes_timing), averaged over the generatio
 
 Last line: ``greedy_match=K/N top1_match=K/N transfer_vs_stock=R pp2_vs_pp1=R step_latency_vs_stock=R``
 (matches: pp 2 with the transfer against pp 1; transfer_vs_stock and pp2_vs_pp1: tokens/s ratios;
-step_latency_vs_stock: mean latency, transfer over stock). Usage: python bench/two_nodes.py (as root).
+step_latency_vs_stock: mean latency, transfer over stock; step_latency_median_vs_stock: the same of the
+per-message medians, which one slow step does not move). Usage: python bench/two_nodes.py (as root).
 """
 from __future__ import annotations
 
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -86,14 +88,16 @@ def main() -> None:
             h.unapply(spec, root)
         t.remove()
 
-    rate, latency = {}, {}
+    rate, latency, median = {}, {}, {}
     for name, result in runs.items():
         rate[name] = result["generated"] / result["generate_s"]
         lat = result["latencies"]
         latency[name] = sum(lat) / len(lat) if lat else float("nan")
+        median[name] = statistics.median(lat) if lat else float("nan")
         print(f"{name}: startup {result['startup_s']:.1f} s, {result['generated']} tokens in "
               f"{result['generate_s']:.2f} s = {rate[name]:.1f} tokens/s, {result['steps']} steps"
-              + (f", stage-to-stage {latency[name] * 1e3:.2f} ms mean over {len(lat)} messages" if lat else ""),
+              + (f", stage-to-stage {latency[name] * 1e3:.2f} ms mean, {median[name] * 1e3:.2f} ms median over "
+                 f"{len(lat)} messages" if lat else ""),
               flush=True)
     one, fix = runs["pp1"], runs["pp2_transfer"]
     greedy = sum(a == b for a, b in zip(one["tokens"], fix["tokens"], strict=True))
@@ -102,7 +106,8 @@ def main() -> None:
     print(f"greedy_match={greedy}/{REQUESTS} top1_match={agree}/{total} "
           f"transfer_vs_stock={rate['pp2_transfer'] / rate['pp2_stock']:.2f} "
           f"pp2_vs_pp1={rate['pp2_transfer'] / rate['pp1']:.2f} "
-          f"step_latency_vs_stock={latency['pp2_transfer'] / latency['pp2_stock']:.2f}")
+          f"step_latency_vs_stock={latency['pp2_transfer'] / latency['pp2_stock']:.2f} "
+          f"step_latency_median_vs_stock={median['pp2_transfer'] / median['pp2_stock']:.2f}")
 
 
 if __name__ == "__main__":
