@@ -29,8 +29,7 @@ import two_nodes_harness as t  # noqa: E402
 HIDDEN = 1024
 REQUESTS = 32
 MAX_TOKENS = 64
-TRANSFER_SPEC = h.REPO / "specs" / "pipeline-transfer.yaml"
-SPECS = (h.EAGER_SPEC, h.PP_SPEC, TRANSFER_SPEC)
+TRANSFER_SPEC = h.TRANSFER_SPEC
 
 
 def latencies(timing: Path, window: list[float]) -> list[float]:
@@ -70,9 +69,7 @@ def main() -> None:
         runs[name] = result
 
     t.remove_stale()
-    for spec in SPECS:
-        if h.patchspec("check", str(spec), "--release", h.RELEASE, "--root", str(root)).returncode == 0:
-            h.unapply(spec, root)
+    h.unapply_leftovers(root)
     applied = []
     try:
         for spec in (h.EAGER_SPEC, h.PP_SPEC):

