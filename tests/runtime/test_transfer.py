@@ -258,11 +258,11 @@ def test_messages_of_repeated_layouts_arrive_whole_in_new_tensors_that_stay_vali
     assert storages == sum(len(CASES[i][1]) for i in REPEATED)
 
 
-def _message(tensors: dict[str, torch.Tensor], num_tokens: int, seq: int) -> torch.Tensor:
+def _message(tensors: dict[str, torch.Tensor], num_tokens: int, seq: int, forward: int = 0) -> torch.Tensor:
     """A whole message built by hand from the wire format, for the sender that breaks the rules."""
     layout = wire.plan(tensors, num_tokens, split_parts=1, split_bytes=1 << 62)
     msg = torch.zeros(layout.message_bytes, dtype=torch.uint8)
-    layout.write_header(msg[:wire.HEADER_BYTES].view(torch.int64).numpy(), seq)
+    layout.write_header(msg[:wire.HEADER_BYTES].view(torch.int64).numpy(), seq, forward=forward)
     for spec, t in zip(layout.specs, tensors.values()):
         start = wire.HEADER_BYTES + spec.offset
         msg[start:start + spec.nbytes].copy_(t.reshape(-1).view(torch.uint8))
@@ -715,3 +715,99 @@ def test_split_receive_gathers_into_the_returned_tensors(tp2):
         assert even_ok and odd_ok and parts == 2
         assert even_copied == 0 and even_tails == 0
         assert 0 < odd_copied == odd_tails < 2 * 2 * (1 << 20)
+
+
+# ----------------------------------------------------------------------------- the decode message's cost (issue 22)
+
+def _posted_receive(stage, pp_group, tp_group):
+    """Stage 1 opens a step through ``in_step(receives=True)``, as the runner does, and only then waits for
+    stage 0 to say its send finished; gloo sends a message only once its receive is posted, so that word
+    comes only if the step's start posted the receive."""
+    n, tensors = _case(0)
+    done = torch.zeros(1, dtype=torch.int64)
+    if stage == 0:
+        xfer = StageTransfer(pp_group, timeout_s=5)
+        in_step(xfer, True, True, lambda: xfer.send(tensors, n))
+        dist.send(done, group=pp_group, group_dst=1, tag=0x77)
+        return None
+    xfer = StageTransfer(pp_group, timeout_s=20)
+    in_step(xfer, True, False, lambda: None, receives=True)
+    try:
+        dist.irecv(done, group=pp_group, group_src=0, tag=0x77).wait(timedelta(seconds=8))
+    except RuntimeError as e:
+        return f"stage 0's send did not finish before recv was called: {e}"
+    return _same_bits(xfer.recv(n)["hidden_states"], tensors["hidden_states"])
+
+
+def _lent_buffers(stage, pp_group, tp_group):
+    """Six decode-sized messages, each with other bits. Stage 1 keeps the first message, only a view of the
+    second's hidden states, nothing of the next three, and the sixth; it reports what was copied after
+    arrival and whether what it kept still holds its bits."""
+    n, keys = CASES[0]
+
+    def message(k: int) -> dict[str, torch.Tensor]:
+        return {key: _tensor((n, *dims), dtype, seed=500 + 10 * k + j) for j, (key, (dims, dtype)) in
+                enumerate(keys.items())}
+
+    xfer = StageTransfer(pp_group, timeout_s=20)
+    if stage == 0:
+        for k in range(6):
+            xfer.send(message(k), n)
+        return None
+    first = xfer.recv(n)
+    view = xfer.recv(n)["hidden_states"][1:]
+    for _ in range(3):
+        xfer.recv(n)
+    last = xfer.recv(n)
+    kept = (all(_same_bits(first[key], message(0)[key]) for key in keys)
+            and _same_bits(view, message(1)["hidden_states"][1:])
+            and all(_same_bits(last[key], message(5)[key]) for key in keys))
+    layouts = all(_layout(t) == _layout(torch.zeros_like(t)) for t in (*first.values(), *last.values()))
+    return kept, layouts, xfer.stats.recv_copied_bytes
+
+
+def _forecast_misses(stage, pp_group, tp_group):
+    """After a message of one layout, the receiver expects the next to repeat it; a truncated message and
+    one with a bad magic, of that layout, still raise their named errors."""
+    n, tensors = _case(0)
+    peer = 1 - stage
+    if stage == 0:
+        StageTransfer(pp_group, timeout_s=20).send(tensors, n)
+        dist.send(_message(tensors, n, 1, 1)[:-100].clone(), group=pp_group, group_dst=peer, tag=wire.TAG)
+        StageTransfer(pp_group, timeout_s=20).send(tensors, n)
+        bad_magic = _message(tensors, n, 1, 1)
+        bad_magic[:8].view(torch.int64).fill_(0x0BADC0DE)
+        dist.send(bad_magic, group=pp_group, group_dst=peer, tag=wire.TAG)
+        return None
+    errors = []
+    for _ in range(2):
+        xfer = StageTransfer(pp_group, timeout_s=20)
+        xfer.recv(n)
+        try:
+            xfer.recv(n)
+            errors.append("returned")
+        except PipelineDesyncError as e:
+            errors.append(str(e))
+    return errors
+
+
+@pytest.fixture(scope="module")
+def decode_path():
+    return _session([_posted_receive, _lent_buffers, _forecast_misses], tp=1)
+
+
+def test_a_receive_posted_at_the_step_s_start_lets_the_message_travel_before_recv(decode_path):
+    assert decode_path["_posted_receive"][1] is True
+
+
+def test_a_host_receiver_keeps_the_received_bytes_and_never_reuses_a_buffer_a_tensor_lives_on(decode_path):
+    """Nothing is copied out of the receive buffer on the host; what stage 1 kept, a view of a dropped
+    tensor included, keeps its bits while later messages arrive, laid out like a warm-up's zeros."""
+    kept, layouts, copied = decode_path["_lent_buffers"][1]
+    assert (kept, layouts, copied) == (True, True, 0)
+
+
+def test_a_message_of_the_expected_layout_is_still_checked_word_by_word(decode_path):
+    truncated, magic = decode_path["_forecast_misses"][1]
+    assert "message 1 truncated" in truncated
+    assert "bad header magic: expected 0x50505f4750495045, got 0xbadc0de" in magic

@@ -12,9 +12,10 @@ one stage) the wrapped methods use :class:`StageTransfer` instead:
 - ``isend_tensor_dict`` copies the tensors into the transfer and returns its handle;
   vLLM waits for the returned handles a step later, as before (0.30 waits
   ``handles[1:]``, 0.26 all of them).
-- ``irecv_tensor_dict`` returns an empty dict and one handle; vLLM waits for it when the
-  runner first reads the tensors (``AsyncIntermediateTensors``), and the wait receives
-  them. ``expect_tokens``, called by the runner with the step's padded token count
+- ``irecv_tensor_dict`` posts the receive (gloo sends a message only once its receive
+  is posted, so the tensors travel while the runner prepares the step) and returns an
+  empty dict and one handle; vLLM waits for it when the runner first reads the tensors
+  (``AsyncIntermediateTensors``), and the wait decodes them. ``expect_tokens``, called by the runner with the step's padded token count
   before that, is what the sender's count must equal.
 - ``Worker.execute_model`` (wrapped with :func:`counted_worker_step`) is where every
   stage learns the step: a step with scheduled tokens is counted there on entry, before
@@ -252,6 +253,7 @@ def routed_irecv_tensor_dict(fn):
         link = _link(self, src, False, all_gather_tensors)
         if link is None:
             return fn(self, src, all_gather_group, all_gather_tensors)
+        link.transfer.post_recv()  # the message may come while the runner prepares
         tensors: dict[str, torch.Tensor] = {}
         return tensors, [_PendingRecv(link, tensors)], []
 

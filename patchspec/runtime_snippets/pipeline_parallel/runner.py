@@ -157,6 +157,7 @@ def counted_step(fn: Callable[..., Any]) -> Callable[..., Any]:
             starts,
             not found.is_last,
             lambda: fn(runner, scheduler_output, *args, **kwargs),
+            receives=not found.is_first,
         )
 
     return execute_model

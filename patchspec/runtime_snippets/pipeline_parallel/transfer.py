@@ -59,10 +59,11 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import sys
 import time
 from collections import deque
 from datetime import timedelta
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, NamedTuple, TypeVar
 
 import numpy as np
 import torch
@@ -88,6 +89,7 @@ from .wire import (
     abort_header,
     decode,
     plan,
+    read_trailer,
     size_error,
 )
 
@@ -96,6 +98,8 @@ __all__ = ["SendHandle", "StageTransfer", "in_step"]
 logger = get_logger(__name__)
 
 _DEPTH = 2  # messages in flight per direction
+_ZERO_WORD = bytes(8)  # to clear a received header's magic
+_ZERO_TRAILER = bytes(TRAILER_BYTES)
 _ROUTES = 256  # cached whole-payload layouts per direction, as wire's caches
 
 
@@ -114,67 +118,120 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
     return t.view(-1).view(torch.uint8)
 
 
+def _in_use(pieces: tuple[np.ndarray, ...]) -> bool:
+    """Whether a tensor lent from ``pieces`` (or a view of one) is alive: its storage
+    holds the buffer of its piece until the storage itself is freed."""
+    for piece in pieces:
+        # unlent, a piece is referred to by the tuple, ``piece`` and the argument
+        if sys.getrefcount(piece) > 3:
+            return True
+    return False
+
+
 class _Ring:
     """Host byte buffers used in turn, so the one being read is not the one being
     filled; each keeps the device event of the copies that use it, which taking it again
     waits for. A buffer comes as a tensor (for gloo and the device), as a numpy array of
-    the same bytes (host-side work, without torch's per-call cost) and as its address.
-    The ring keeps the :class:`_Route` of each whole-payload layout it carried, made
-    for its buffers: they are replaced only to grow, and the routes with them."""
+    the same bytes (host-side work, without torch's per-call cost), as a bytes view (for
+    the header words) and as its address. The ring keeps the :class:`_Route` of each
+    whole-payload layout it carried, made for its buffers: they are replaced only to
+    grow, and the routes with them.
 
-    def __init__(self):
+    A ring that ``lends`` (receiving on the host) hands a buffer's bytes to the tensors
+    a message is returned in instead of copying them out; a lent buffer is not taken
+    again while any of them lives, and a ring whose buffers are all lent adds one."""
+
+    def __init__(self, lends: bool = False):
+        self.lends = lends
         self.buffers: list[torch.Tensor] = []
         self.arrays: list[np.ndarray] = []
-        self.headers: list[np.ndarray] = []  # each buffer's header words, as int64
+        self.views: list[memoryview] = []
         self.addresses: list[int] = []
         self.capacity = 0
         self._routes: dict[tuple[int, ...], _Route] = {}
-        self._events: list[Any] = [None] * _DEPTH
+        self._events: list[Any] = []
+        self._lent: list[tuple[np.ndarray, ...]] = []
         self._turn = 0
+        self._last_route: _Route | None = None
 
     def take(self, nbytes: int) -> int:
-        """The next buffer's index, once the copies that last used it are done; every
-        buffer holds at least ``nbytes``."""
-        i, self._turn = self._turn, (self._turn + 1) % _DEPTH
+        """The next buffer's index, once the copies that last used it are done and
+        nothing lent from it lives; every buffer holds at least ``nbytes``."""
+        if nbytes > self.capacity:
+            self._grow(nbytes)
+        count = len(self.buffers)
+        i = self._turn
+        while self._lent[i] and _in_use(self._lent[i]):
+            i = (i + 1) % count
+            if i == self._turn:
+                i = self._add()
+                break
+        # a lending ring has no queued copies: the buffer just used, still in cache,
+        # is the next one tried
+        self._turn = i if self.lends else (i + 1) % len(self.buffers)
+        self._lent[i] = ()
         event = self._events[i]
         if event is not None:
             self._events[i] = None
             event.synchronize()
-        if nbytes > self.capacity:
-            self._grow(nbytes)
         return i
 
     def _grow(self, nbytes: int) -> None:
-        # a message in flight keeps its buffer alive (its gloo work holds it); queued
-        # device copies only read the receive ring, which grows once, at its first use
-        buffers = [torch.empty(nbytes, dtype=torch.uint8) for _ in range(_DEPTH)]
-        self.buffers = buffers
-        self.arrays = [buf.numpy() for buf in buffers]
-        self.headers = [arr[:HEADER_BYTES].view(np.int64) for arr in self.arrays]
-        self.addresses = [buf.data_ptr() for buf in buffers]
+        # a message in flight keeps its buffer alive (its gloo work holds it), and so
+        # does a tensor lent from one; queued device copies only read the receive
+        # ring, which grows once, at its first use
+        self.buffers, self.arrays, self.views, self.addresses = [], [], [], []
+        self._events, self._lent, self._turn = [], [], 0
         self.capacity = nbytes
-        self._routes.clear()
+        for _ in range(_DEPTH):
+            self._add()
+
+    def _add(self) -> int:
+        buf = torch.empty(self.capacity, dtype=torch.uint8)
+        self.buffers.append(buf)
+        self.arrays.append(buf.numpy())
+        self.views.append(self.arrays[-1].data)
+        self.addresses.append(buf.data_ptr())
+        self._events.append(None)
+        self._lent.append(())
+        self._routes.clear()  # a route covers the buffers it was made for
+        self._last_route = None
+        return len(self.buffers) - 1
 
     def fence(self, i: int, event: Any) -> None:
         self._events[i] = event
 
+    def lend(self, i: int, route: _Route) -> dict[str, torch.Tensor]:
+        """The payload in buffer ``i`` as tensors that own its bytes."""
+        self.keep_lent(i, route)
+        return route.lend(i)
+
+    def keep_lent(self, i: int, route: _Route) -> None:
+        """Buffer ``i`` is not taken again while a tensor lent from it by ``route``
+        lives."""
+        self._lent[i] = route.host_pieces[i]
+
     def route(self, layout: Layout) -> _Route:
         """The route of ``layout`` (a layout's header words determine it)."""
+        last = self._last_route
+        if last is not None and last.layout is layout:  # the cached layout again
+            return last
         route = self._routes.get(layout.words)
         if route is None:
             if len(self._routes) >= _ROUTES:
                 self._routes.clear()
             route = self._routes[layout.words] = _Route(layout, self)
+        self._last_route = route
         return route
 
 
 class _Route:
     """A whole payload of one layout between its tensors and each buffer of a ring: the
     views, addresses and shapes a message needs, made once, so that a message costs
-    its two copies and its gloo call and little more. Host-to-host copies go by
-    address (``ctypes.memmove``): numpy would need per-call views of every tensor (bf16
-    has no numpy dtype) and torch's ``copy_`` wakes its intra-op thread pool; copies
-    to or from a device go through typed views of the buffer, queued."""
+    its copies and its gloo call and little more. Host-to-host copies go by address
+    (``ctypes.memmove``): numpy would need per-call views of every tensor (bf16 has no
+    numpy dtype) and torch's ``copy_`` wakes its intra-op thread pool; copies to or
+    from a device go through typed views of the buffer, queued."""
 
     def __init__(self, layout: Layout, ring: _Ring):
         assert layout.parts == 1 and layout.message_bytes <= ring.capacity
@@ -183,11 +240,8 @@ class _Route:
         self.empties = tuple((s.shape, s.dtype) for s in layout.specs)
         self.sizes = tuple(s.nbytes for s in layout.specs)
         self.data_bytes = sum(self.sizes)
-        self.end = end = HEADER_BYTES + layout.payload_bytes  # where the trailer is
+        self.end = HEADER_BYTES + layout.payload_bytes  # where the trailer is
         self.messages = [buf[: layout.message_bytes] for buf in ring.buffers]
-        self.trailers = [
-            arr[end : end + TRAILER_BYTES].view(np.int64) for arr in ring.arrays
-        ]
         self.addresses = [
             tuple(base + HEADER_BYTES + s.offset for s in layout.specs)
             for base in ring.addresses
@@ -200,6 +254,15 @@ class _Route:
                 for s in layout.specs
             )
             for buf in ring.buffers
+        ]
+        # what a lending ring hands out: one numpy array per tensor and buffer, whose
+        # references say whether a tensor made from it lives (see _in_use)
+        self.host_pieces = [
+            tuple(
+                arr[HEADER_BYTES + s.offset : HEADER_BYTES + s.offset + s.nbytes]
+                for s in layout.specs
+            )
+            for arr in ring.arrays
         ]
 
     def pack(self, slot: int, tensors: Any, queued: bool) -> None:
@@ -216,33 +279,76 @@ class _Route:
     def unpack(
         self, slot: int, device: torch.device, queued: bool
     ) -> dict[str, torch.Tensor]:
-        """New tensors on ``device`` holding the payload in buffer ``slot``."""
+        """New tensors on ``device`` (not the host) holding the payload in buffer
+        ``slot``."""
         out = {}
-        on_host = device.type == "cpu"
-        for key, (shape, dtype), address, nbytes, piece in zip(
-            self.keys, self.empties, self.addresses[slot], self.sizes, self.pieces[slot]
-        ):
+        for key, (shape, dtype), piece in zip(self.keys, self.empties, self.pieces[slot]):
             t = out[key] = torch.empty(shape, dtype=dtype, device=device)
-            if on_host:
-                ctypes.memmove(t.data_ptr(), address, nbytes)
-            else:
-                t.copy_(piece, non_blocking=queued)
+            t.copy_(piece, non_blocking=queued)
         return out
+
+    def lend(self, slot: int) -> dict[str, torch.Tensor]:
+        """Host tensors on the payload's bytes in buffer ``slot``: each its own
+        storage, at offset 0 and of the tensor's size, as ``torch.empty`` makes them,
+        but with no copy."""
+        out = {}
+        for key, (shape, dtype), piece in zip(
+            self.keys, self.empties, self.host_pieces[slot]
+        ):
+            t = out[key] = torch.empty(0 if piece.size else shape, dtype=dtype)
+            if piece.size:  # frombuffer refuses no bytes
+                storage = torch.frombuffer(piece, dtype=dtype).untyped_storage()
+                t.set_(storage, 0, shape)
+        return out
+
+
+class _Forecast(NamedTuple):
+    """The next message, made while its receive is posted, if it repeats the layout of
+    the last one (as decode steps do): its exact header and trailer bytes and, lending,
+    its tensors. A message equal to it in these bytes is what the full decode would
+    accept, so :meth:`StageTransfer.recv` only compares them; any other goes the full
+    way."""
+
+    per_message: tuple[int, int, int]  # seq, step, forward
+    route: _Route
+    header: bytes
+    trailer: bytes
+    tensors: dict[str, torch.Tensor] | None  # lent, on a host receiver
+
+    def holds(
+        self, view: memoryview, per_message: tuple[int, int, int], num_tokens
+    ) -> bool:
+        route = self.route
+        return (
+            per_message == self.per_message
+            and (num_tokens is None or num_tokens == route.layout.num_tokens)
+            and view[:HEADER_BYTES].tobytes() == self.header
+            and view[route.end : route.end + TRAILER_BYTES].tobytes() == self.trailer
+        )
 
 
 T = TypeVar("T")
 
 
 def in_step(
-    transfer: StageTransfer, starts: bool, sends: bool, call: Callable[[], T]
+    transfer: StageTransfer,
+    starts: bool,
+    sends: bool,
+    call: Callable[[], T],
+    *,
+    receives: bool = False,
 ) -> T:
     """Run one of a stage's per-step calls: ``starts``, it opens a step that runs
     forwards (counted before anything can fail); ``sends``, this stage feeds a next one,
     which an exception is told of (:meth:`StageTransfer.abort`) before it propagates:
     vLLM reports only the last stage's exceptions, and a stage that went on after a
-    failed step would feed the next stage the following step's tensors."""
+    failed step would feed the next stage the following step's tensors; ``receives``, a
+    previous stage feeds this one, and a step that starts posts the receive of its
+    first message (:meth:`StageTransfer.post_recv`) while the step prepares."""
     if starts:
         transfer.begin_step()
+        if receives:
+            transfer.post_recv()
     try:
         return call()
     except BaseException as e:
@@ -317,6 +423,7 @@ class StageTransfer:
         self._tp: GroupView | None = (
             as_group(tp_group) if tp_group is not None else None
         )
+        self._parts = self._tp_size  # of a split payload
         self._device = torch.device(device)
         self._device_event = device_event
         self._mark_step = mark_step
@@ -337,8 +444,9 @@ class StageTransfer:
         self._send_forward = 0
         self._recv_forward = 0
         self._staging = _Ring()
-        self._received = _Ring()
         self._queued = device_event is not None
+        # nothing is queued on the host: the received bytes can be the tensors
+        self._received = _Ring(lends=self._device.type == "cpu" and not self._queued)
         self._pending: deque[SendHandle] = deque()
         # torch.distributed's isend/irecv check their arguments on every call; these
         # are checked once, here, and the pipeline group's gloo group is called directly
@@ -348,6 +456,10 @@ class StageTransfer:
         # global ranks, for messages
         self._next_rank = self._pp.ranks[self._next]
         self._prev_rank = self._pp.ranks[self._prev]
+        self._sending = f"send to rank {self._next_rank}"
+        self._receiving = f"receive from rank {self._prev_rank}"
+        self._posted: tuple[int, dist.Work, _Forecast | None] | None = None
+        self._last_layout: Layout | None = None  # of the last whole message
         self._logs_stats = self._stats_every > 0 and self._tp_rank == 0
         self._broken: Exception | None = None
         self._aborted = False
@@ -381,7 +493,7 @@ class StageTransfer:
         may be reused."""
         start_s = time.perf_counter()
         layout = plan(
-            tensors, num_tokens, self._tp_size, self._split_bytes, self._last_layer
+            tensors, num_tokens, self._parts, self._split_bytes, self._last_layer
         )
         if layout.message_bytes > self._max_bytes:
             # the receiver refuses it too; a message larger than its buffer would make
@@ -391,11 +503,12 @@ class StageTransfer:
         if len(self._pending) == _DEPTH:
             self._pending.popleft().wait()
         slot = self._staging.take(layout.message_bytes)
-        layout.write_header(self._staging.headers[slot], seq, step, forward)
+        view = self._staging.views[slot]
+        layout.write_header(view, seq, step, forward)
         if layout.parts == 1:
             route = self._staging.route(layout)
             route.pack(slot, tensors.values(), self._queued)
-            route.trailers[slot][:] = layout.trailer(seq, 0)
+            layout.write_trailer(view, route.end, seq, 0)
             messages = [route.messages[slot]]
         else:
             messages = self._pack_split(slot, tensors, layout, seq)
@@ -418,6 +531,7 @@ class StageTransfer:
         """This rank's rounds of a split payload into buffer ``slot``, after the header
         written there; the messages to send."""
         buf, arr = self._staging.buffers[slot], self._staging.arrays[slot]
+        view = self._staging.views[slot]
         sources = [_bytes(t.contiguous()) for t in tensors.values()]
         if all(src.is_cpu for src in sources):
             sources, dst = [src.numpy() for src in sources], arr
@@ -426,8 +540,8 @@ class StageTransfer:
         messages, begin, pos = [], 0, HEADER_BYTES
         for i, rnd in enumerate(layout.rounds):
             self._pack(dst[pos : pos + rnd.slice_bytes], sources, rnd)
+            layout.write_trailer(view, pos + rnd.slice_bytes, seq, i)
             pos += rnd.slice_bytes + TRAILER_BYTES
-            arr[pos - TRAILER_BYTES : pos].view(np.int64)[:] = layout.trailer(seq, i)
             messages.append(buf[begin:pos])
             begin = pos
         return messages
@@ -461,8 +575,40 @@ class StageTransfer:
     def _finish_send(self, works: list[dist.Work]) -> None:
         start_s = time.perf_counter()
         for work in works:
-            self._wait(work, f"send to rank {self._next_rank}")
+            self._wait(work, self._sending)
         self.stats.send_s += time.perf_counter() - start_s
+
+    @_stops_on_error
+    def post_recv(self) -> None:
+        """Let the previous stage's next message come now, before :meth:`recv` needs
+        it: gloo sends a message only once its receive is posted, so posting it early
+        takes the wire time off the receiver's path. A second call before ``recv`` does
+        nothing."""
+        self._post()
+
+    def _post(self) -> None:
+        if self._posted is None:
+            ring = self._received
+            # a larger message is refused on both ends: the receive buffers hold any
+            # other
+            slot = ring.take(self._max_bytes)
+            work = self._gloo.recv([ring.buffers[slot]], self._prev, TAG)
+            forecast = None
+            if self._last_layout is not None:  # made while the message travels
+                route = ring.route(self._last_layout)
+                seq, step, forward = per_message = self._per_message()
+                forecast = _Forecast(
+                    per_message,
+                    route,
+                    route.layout.header_bytes(seq, step, forward),
+                    route.layout.trailer_bytes(seq, 0),
+                    ring.lend(slot, route) if ring.lends else None,
+                )
+            self._posted = slot, work, forecast
+
+    def _per_message(self) -> tuple[int, int, int]:
+        """The sequence number, step and forward the next message must carry."""
+        return self._recv_seq, self._step, self._recv_forward
 
     @_stops_on_error
     def recv(self, num_tokens: int | None) -> dict[str, torch.Tensor]:
@@ -470,22 +616,27 @@ class StageTransfer:
         ``num_tokens`` (None: whatever the sender says)."""
         start_s = time.perf_counter()
         ring = self._received
-        # a larger message is refused on both ends: the receive buffers hold any other
-        slot = ring.take(self._max_bytes)
-        self._recv_into(ring.buffers[slot])
-        header = ring.headers[slot]
-        message = decode(header, self._max_bytes)
-        header[0] = 0  # so a later, truncated message cannot pass on these bytes
-        layout = self._expect(message, num_tokens)
-        if layout.parts == 1:
-            route = ring.route(layout)
-            self._check_trailer(
-                route.trailers[slot], route.end, message.seq, layout, 0
-            )
-            outputs = route.unpack(slot, self._device, self._queued)
-            self.stats.recv_copied_bytes += route.data_bytes
+        self._post()
+        (slot, work, forecast), self._posted = self._posted, None
+        self._wait(work, self._receiving)
+        view = ring.views[slot]
+        if forecast is not None and forecast.holds(
+            view, self._per_message(), num_tokens
+        ):
+            route = forecast.route
+            layout = route.layout
+            # so a later, truncated message cannot pass on these bytes
+            view[:8] = _ZERO_WORD
+            view[route.end : route.end + TRAILER_BYTES] = _ZERO_TRAILER
+            outputs = forecast.tensors
+            if outputs is None:
+                outputs = route.unpack(slot, self._device, self._queued)
+                self.stats.recv_copied_bytes += route.data_bytes
+            else:
+                ring.keep_lent(slot, route)
         else:
-            outputs = self._recv_split(slot, message.seq, layout)
+            forecast = None  # its lent tensors, if any, are dropped here
+            layout, outputs = self._decode_message(slot, view, num_tokens)
         if self._queued:
             copied = self._device_event()
             copied.record()
@@ -496,12 +647,31 @@ class StageTransfer:
         self._count(layout)
         return outputs
 
+    def _decode_message(
+        self, slot: int, view: memoryview, num_tokens: int | None
+    ) -> tuple[Layout, dict[str, torch.Tensor]]:
+        """The received message in buffer ``slot``, checked word by word: its layout
+        and tensors."""
+        ring = self._received
+        message = decode(view[:HEADER_BYTES].tobytes(), self._max_bytes)
+        view[:8] = _ZERO_WORD  # so a later, truncated message cannot pass on these
+        layout = self._expect(message, num_tokens)
+        if layout.parts > 1:
+            return layout, self._recv_split(slot, message.seq, layout)
+        route = ring.route(layout)
+        self._check_trailer(view, route.end, message.seq, layout, 0)
+        self._last_layout = layout
+        if ring.lends:
+            return layout, ring.lend(slot, route)
+        self.stats.recv_copied_bytes += route.data_bytes
+        return layout, route.unpack(slot, self._device, self._queued)
+
     def _recv_split(
         self, slot: int, seq: int, layout: Layout
     ) -> dict[str, torch.Tensor]:
         """Receive the rounds of a split payload, all-gathering each into its tensor
         while the next is on the wire."""
-        buf, arr = self._received.buffers[slot], self._received.arrays[slot]
+        buf, view = self._received.buffers[slot], self._received.views[slot]
         outputs = {
             s.key: torch.empty(s.shape, dtype=s.dtype, device=self._device)
             for s in layout.specs
@@ -512,8 +682,7 @@ class StageTransfer:
             if i:
                 self._recv_into(buf[pos:])
             end = pos + rnd.slice_bytes
-            trailer = arr[end : end + TRAILER_BYTES].view(np.int64)
-            self._check_trailer(trailer, end, seq, layout, i)
+            self._check_trailer(view, end, seq, layout, i)
             body = buf[pos:end]
             into = targets[rnd.tensor][rnd.start : rnd.start + rnd.length]
             if not rnd.fills(layout.parts):  # the tensor's last, uneven round
@@ -535,19 +704,17 @@ class StageTransfer:
         return outputs
 
     def _recv_into(self, buf: torch.Tensor) -> None:
-        self._wait(
-            self._gloo.recv([buf], self._prev, TAG),
-            f"receive from rank {self._prev_rank}",
-        )
+        self._wait(self._gloo.recv([buf], self._prev, TAG), self._receiving)
 
     @staticmethod
     def _check_trailer(
-        trailer: np.ndarray, end: int, seq: int, layout: Layout, round_index: int
+        view: memoryview, end: int, seq: int, layout: Layout, round_index: int
     ) -> None:
-        """That ``trailer``, at byte ``end`` where the header says round
-        ``round_index`` ends, is there: the round arrived whole."""
-        got, expected = trailer.tolist(), layout.trailer(seq, round_index)
-        trailer[:] = 0  # so a later, truncated message cannot pass on these bytes
+        """That the trailer is at byte ``end`` of ``view``, where the header says round
+        ``round_index`` ends: the round arrived whole."""
+        got, expected = read_trailer(view, end), layout.trailer(seq, round_index)
+        # so a later, truncated message cannot pass on these bytes
+        view[end : end + TRAILER_BYTES] = _ZERO_TRAILER
         if got != expected:
             raise PipelineDesyncError(
                 f"pipeline transfer: message {seq} truncated: expected trailer (magic, "

@@ -34,6 +34,7 @@ make the decoder raise :class:`PipelineDesyncError` and nothing else.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NamedTuple, Sequence
@@ -62,6 +63,10 @@ _FIXED = 12
 _PER_MESSAGE = (_SEQ, _STEP, _FORWARD)  # out of the checksum and of cached layouts
 _PER_MESSAGE_BYTES = (_SEQ * 8, (_FORWARD + 1) * 8)  # where they are in a header
 _NOT_SUMMED = (*_PER_MESSAGE, _CHECKSUM)
+# the per-message words and a trailer, packed into and read from a buffer's bytes in
+# place (numpy views cost more per message than the few words they touch)
+_PER_MESSAGE_WORDS = struct.Struct("<3q")
+_TRAILER = struct.Struct("<4q")
 MAX_REASON_BYTES = (HEADER_WORDS - _FIXED) * 8
 
 # What vLLM 0.30.0 models put in IntermediateTensors: hidden_states and residual (all
@@ -127,18 +132,42 @@ class Layout:
     rounds: tuple[Round, ...]
     # all one rank sends: the header and every round's slice and trailer
     message_bytes: int
-    header: np.ndarray = field(compare=False, repr=False)  # ``words`` as int64
+    header: bytes = field(compare=False, repr=False)  # ``words`` as int64 bytes
 
     def write_header(
-        self, out: np.ndarray, seq: int, step: int = 0, forward: int = 0
+        self, out: np.ndarray | memoryview, seq: int, step: int = 0, forward: int = 0
     ) -> None:
-        """The header of message ``seq``, forward ``forward`` of ``step``, into ``out``
-        (64 int64)."""
-        out[:] = self.header
-        out[_SEQ], out[_STEP], out[_FORWARD] = seq, step, forward
+        """The header of message ``seq``, forward ``forward`` of ``step``, into the
+        first ``HEADER_BYTES`` of ``out`` (a writable array or bytes view)."""
+        view = out if isinstance(out, memoryview) else memoryview(out).cast("B")
+        view[:HEADER_BYTES] = self.header
+        _PER_MESSAGE_WORDS.pack_into(view, _SEQ * 8, seq, step, forward)
 
-    def trailer(self, seq: int, round_index: int) -> list[int]:
-        return [MAGIC, seq, self.words[_CHECKSUM], round_index]
+    def header_bytes(self, seq: int, step: int, forward: int) -> bytes:
+        """The header of message ``seq``, forward ``forward`` of ``step``."""
+        out = bytearray(self.header)
+        _PER_MESSAGE_WORDS.pack_into(out, _SEQ * 8, seq, step, forward)
+        return bytes(out)
+
+    def trailer_bytes(self, seq: int, round_index: int) -> bytes:
+        return _TRAILER.pack(*self.trailer(seq, round_index))
+
+    def trailer(self, seq: int, round_index: int) -> tuple[int, ...]:
+        return (MAGIC, seq, self.words[_CHECKSUM], round_index)
+
+    def write_trailer(
+        self, out: memoryview, offset: int, seq: int, round_index: int
+    ) -> None:
+        """The trailer of round ``round_index`` of message ``seq`` at byte ``offset``
+        of ``out`` (bytes)."""
+        _TRAILER.pack_into(
+            out, offset, MAGIC, seq, self.words[_CHECKSUM], round_index
+        )
+
+
+def read_trailer(view: memoryview, offset: int) -> tuple[int, ...]:
+    """The four trailer words at byte ``offset`` of ``view``."""
+    return _TRAILER.unpack_from(view, offset)
 
 
 class Message(NamedTuple):
@@ -238,7 +267,7 @@ def _layout(
         words,
         rounds,
         message_bytes,
-        np.array(words, dtype=np.int64),
+        np.array(words, dtype=np.int64).tobytes(),
     )
 
 
@@ -333,17 +362,23 @@ def abort_header(seq: int, step: int, forward: int, last_layer: int, reason: str
     return words
 
 
-def decode(header: np.ndarray | Sequence[int], max_message_bytes: int) -> Message:
-    """The message a received header (``HEADER_WORDS`` int64 words, e.g. a view of the
-    receive buffer) announces; anything malformed raises :class:`PipelineDesyncError`.
-    """
-    words = np.asarray(header, dtype=np.int64)
-    if words.shape != (HEADER_WORDS,):
-        _bad("length", HEADER_WORDS, words.size)
-    seq, step, forward = words[_SEQ : _FORWARD + 1].tolist()
-    raw, (lo, hi) = words.tobytes(), _PER_MESSAGE_BYTES
+def decode(
+    header: bytes | np.ndarray | Sequence[int], max_message_bytes: int
+) -> Message:
+    """The message a received header announces (its ``HEADER_BYTES`` bytes, as the
+    receiver reads them, or its ``HEADER_WORDS`` int64 words); anything malformed
+    raises :class:`PipelineDesyncError`."""
+    if not isinstance(header, bytes):
+        words = np.asarray(header, dtype=np.int64)
+        if words.shape != (HEADER_WORDS,):
+            _bad("length", HEADER_WORDS, words.size)
+        header = words.tobytes()
+    elif len(header) != HEADER_BYTES:
+        _bad("length", HEADER_BYTES, len(header))
+    seq, step, forward = _PER_MESSAGE_WORDS.unpack_from(header, _SEQ * 8)
+    lo, hi = _PER_MESSAGE_BYTES
     # the header's bytes but the per-message words: one cache entry per batch shape
-    layout = _decode(raw[:lo] + raw[hi:], max_message_bytes)
+    layout = _decode(header[:lo] + header[hi:], max_message_bytes)
     if min(seq, step, forward) < 0:
         for what, value in (
             ("sequence number", seq),
@@ -353,7 +388,8 @@ def decode(header: np.ndarray | Sequence[int], max_message_bytes: int) -> Messag
             if value < 0:
                 _bad(what, ">= 0", value)
     if isinstance(layout, str):
-        return Message(seq, step, forward, int(words[_LAST_LAYER]), None, layout)
+        (last_layer,) = struct.unpack_from("<q", header, _LAST_LAYER * 8)
+        return Message(seq, step, forward, last_layer, None, layout)
     return Message(seq, step, forward, layout.last_layer, layout)
 
 
