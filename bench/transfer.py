@@ -5,14 +5,17 @@
   into a reused buffer, of that send/recv plus the two copies ours cannot drop (``raw_with_copies``), and
   of vLLM 0.30.0's GroupCoordinator.send_tensor_dict/recv_tensor_dict.
 
-  The copies are the floor of any transfer that keeps the receiver's checks and layout: a message needs a
-  header beside the payload, and gloo sends one buffer per message (an extra message for the header costs
-  more than both copies), so the sender copies its tensors into a staging buffer after the header; the
-  receiver returns tensors that own their storage, laid out like the warm-up's zeros (an HPU graph keyed on
-  its inputs' layout must not tell them apart, and views of one shared buffer would alias two inputs), so
-  it copies out of the receive buffer into new tensors. On a Gaudi both copies are the device-to-host and
-  host-to-device copies that any send of device tensors over gloo makes as well; on this CPU they are host
-  copies that raw send/recv of an already flat buffer skips. ``decode_vs_floor`` is ours against that.
+  ``raw_with_copies`` is what a transfer with a header and owned output tensors would cost made the plain
+  way: a message needs a header beside the payload, and gloo sends one buffer per message (an extra message
+  for the header costs more than the copy), so the sender copies its tensors into a staging buffer after
+  the header; the receiver returns tensors that own their storage, laid out like the warm-up's zeros (an HPU
+  graph keyed on its inputs' layout must not tell them apart, and views of one shared buffer would alias
+  two inputs), copied out of the receive buffer into new tensors. Ours makes the sender's copy; on this
+  host it lends the receive buffer's bytes to the returned tensors (each its own storage, the buffer not
+  reused while they live) instead of the second copy. On a Gaudi the two copies are the device-to-host
+  and host-to-device copies that any send of device tensors over gloo makes as well; on this CPU they are
+  host copies that raw send/recv of an already flat buffer skips. ``decode_vs_floor`` is ours against
+  ``raw_with_copies``.
 - prefill, PP2 x TP2: 8 and 64 MiB payloads split over the two TP pairs and all-gathered, against unsplit
   (whole from each rank); also decode whole-from-each-rank against one rank plus a local broadcast.
   Once on loopback and once with the stages in two network namespaces where each stage-to-stage flow is

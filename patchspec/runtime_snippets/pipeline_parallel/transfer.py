@@ -7,6 +7,7 @@ The HPU runner's calls::
     xfer = StageTransfer(get_pp_group(), get_tp_group(), device=device,
                          device_event=torch.hpu.Event, layers=(start, end))
     xfer.begin_step()  # every stage, at each scheduler step that runs forwards
+    xfer.post_recv()  # not the first stage: the step's first message may come now
     # not the last stage:
     handle = xfer.isend({"hidden_states": h, "residual": r}, num_tokens)
     handle.wait()  # or xfer.send(...)
@@ -32,19 +33,30 @@ collective on the decode path (``bench/transfer.py`` compares the two); the pric
 TP-size times the bytes on the NIC, which per-flow limits do not charge.
 
 Host buffers are reused (allocating a large message's buffer costs about as much as
-sending it), two per direction: the receive buffers reserve
+sending it), two per direction (more on a host receiver whose lent buffers are all
+alive): the receive buffers reserve
 ``VLLM_HPU_PP_MAX_MESSAGE_BYTES`` of address space once, so any message fits without a
 size handshake, and only the touched pages become memory; the send buffers grow to the
 largest message sent (sending from a reserved gigabyte measured up to 150 us slower a
 decode message on loopback). What a whole payload of one layout needs of a buffer
 (views, addresses, shapes) is made once and reused (``_Route``): a decode message costs
-its two copies and its gloo call, and a few dozen Python operations.
-``recv`` returns one fresh, contiguous tensor per key on ``device``, laid out like the
-zeros a warm-up passes (an HPU graph keyed on its inputs' layout must not tell them
-apart) and never a view of a buffer a later ``recv`` reuses. A whole payload is copied
-into them from the host buffer once; a split payload is all-gathered straight into them.
-The sender copies its tensors into a host buffer after the header (gloo sends one
-buffer per message, and a message of its own for the header costs more than the copy).
+its copies and its gloo call, and a few dozen Python operations.
+``recv`` returns one contiguous tensor per key on ``device``, each its own storage at
+offset 0, laid out like the zeros a warm-up passes (an HPU graph keyed on its inputs'
+layout must not tell them apart) and never on a buffer a later ``recv`` reuses. On a
+device a whole payload is copied into new tensors from the host buffer once; on the
+host the tensors are the receive buffer's bytes (lent: that buffer is not taken again
+while one of them, or a view of one, lives, and the ring adds a buffer when all are
+lent); a split payload is all-gathered straight into them. The sender copies its
+tensors into a host buffer after the header (gloo sends one buffer per message, and a
+message of its own for the header costs more than the copy).
+
+gloo sends a message only once its receive is posted, so the receive is posted as early
+as the caller knows it comes (:meth:`StageTransfer.post_recv`: the runner's step start,
+vLLM's ``irecv_tensor_dict``). While the message travels, the receiver makes the header
+and trailer it has if it repeats the last layout, as decode steps do, and on the host
+its tensors; a message equal to them in those bytes is taken as is, any other is
+decoded and checked word by word.
 
 No call waits for the whole device. Off the CPU, copies between a host buffer and the
 device are queued without blocking and ``device_event`` (the caller's event class, e.g.
