@@ -2,8 +2,9 @@
 
 With ``PATCHSPEC_BENCH_TIMING`` set to a directory, once vLLM's worker module is imported: every
 ``isend_tensor_dict`` of the pipeline group notes ``send <t>``, and every received IntermediateTensors
-notes ``recv <t0> <t1>`` when the worker first waits for it (``t0``: the worker's ``irecv_tensor_dict``
-call; ``t1``: the tensors are there), in ``<dir>/<pid>.txt``. Times are ``time.monotonic()``, one clock
+notes ``recv <t0> <t1> <t2> <t3>`` when the worker first waits for it (``t0``: the worker's
+``irecv_tensor_dict`` call; ``t1``: that call returned; ``t2``: the worker first waits for the tensors;
+``t3``: they are there), in ``<dir>/<pid>.txt``. Times are ``time.monotonic()``, one clock
 for both namespaces of the machine. The same hooks time stock vLLM and the pipeline-transfer spec.
 On ``PYTHONPATH`` with tests/e2e/hooks (``e2e_harness.pythonpath``).
 """
@@ -26,7 +27,7 @@ def _patch(worker) -> None:
 
     isend, irecv = ps.GroupCoordinator.isend_tensor_dict, ps.GroupCoordinator.irecv_tensor_dict
     wait = worker.AsyncIntermediateTensors.wait_for_comm
-    posted: list[float] = []
+    posted: list[tuple[float, float]] = []
 
     def isend_tensor_dict(self, *args, **kwargs):
         if self is ps._PP:
@@ -34,15 +35,19 @@ def _patch(worker) -> None:
         return isend(self, *args, **kwargs)
 
     def irecv_tensor_dict(self, *args, **kwargs):
-        if self is ps._PP:
-            posted.append(time.monotonic())
-        return irecv(self, *args, **kwargs)
+        if self is not ps._PP:
+            return irecv(self, *args, **kwargs)
+        start = time.monotonic()
+        result = irecv(self, *args, **kwargs)
+        posted.append((start, time.monotonic()))
+        return result
 
     def wait_for_comm(self):
         first = not object.__getattribute__(self, "_comm_waited")
+        start = time.monotonic()
         wait(self)
         if first and posted:
-            _note("recv", posted.pop(0), time.monotonic())
+            _note("recv", *posted.pop(0), start, time.monotonic())
 
     ps.GroupCoordinator.isend_tensor_dict = isend_tensor_dict
     ps.GroupCoordinator.irecv_tensor_dict = irecv_tensor_dict
