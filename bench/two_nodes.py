@@ -34,7 +34,7 @@ import two_nodes_harness as t  # noqa: E402
 
 HIDDEN = 1024
 REQUESTS = 32
-MAX_TOKENS = 64
+MAX_TOKENS = 192
 TRANSFER_SPEC = h.TRANSFER_SPEC
 
 
