@@ -193,7 +193,9 @@ def stage_input(
             batch_size=token_ids.numel(), dtype=runner.dtype, device=runner.device
         )
         return dict(zeros.tensors)
-    return found.transfer.recv(token_ids.numel())
+    received = found.transfer.recv(token_ids.numel())
+    found.transfer.post_recv()  # the next forward's message
+    return received
 
 
 def sent_to_next_stage(
