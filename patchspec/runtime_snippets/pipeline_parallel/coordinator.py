@@ -12,12 +12,10 @@ one stage) the wrapped methods use :class:`StageTransfer` instead:
 - ``isend_tensor_dict`` copies the tensors into the transfer and returns its handle;
   vLLM waits for the returned handles a step later, as before (0.30 waits
   ``handles[1:]``, 0.26 all of them).
-- ``irecv_tensor_dict`` returns an empty dict and one handle; vLLM waits for it when
-  the runner first reads the tensors (``AsyncIntermediateTensors``), and the wait
-  decodes them. The receive is posted before: after the previous step's receive, or at
-  the latest in ``irecv_tensor_dict`` (gloo sends a message only once its receive is
-  posted; posted before the sender sends, the sender's own thread writes it, and the
-  tensors travel while the runner prepares the step). ``expect_tokens``, called by the runner with the step's padded token count
+- ``irecv_tensor_dict`` posts the receive (gloo sends a message only once its receive
+  is posted, so the tensors travel while the runner prepares the step) and returns an
+  empty dict and one handle; vLLM waits for it when the runner first reads the tensors
+  (``AsyncIntermediateTensors``), and the wait decodes them. ``expect_tokens``, called by the runner with the step's padded token count
   before that, is what the sender's count must equal.
 - ``Worker.execute_model`` (wrapped with :func:`counted_worker_step`) is where every
   stage learns the step: a step with scheduled tokens is counted there on entry, before
@@ -236,9 +234,7 @@ class _PendingRecv:
     def wait(self) -> None:
         if not self._done:
             self._done = True
-            transfer = self._link.transfer
-            self._tensors.update(transfer.recv(self.expected_tokens))
-            transfer.post_recv()  # the next step's message
+            self._tensors.update(self._link.transfer.recv(self.expected_tokens))
 
     def is_completed(self) -> bool:
         return self._done

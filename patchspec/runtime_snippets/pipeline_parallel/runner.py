@@ -193,9 +193,7 @@ def stage_input(
             batch_size=token_ids.numel(), dtype=runner.dtype, device=runner.device
         )
         return dict(zeros.tensors)
-    received = found.transfer.recv(token_ids.numel())
-    found.transfer.post_recv()  # the next forward's message
-    return received
+    return found.transfer.recv(token_ids.numel())
 
 
 def sent_to_next_stage(

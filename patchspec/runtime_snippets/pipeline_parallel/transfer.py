@@ -327,12 +327,6 @@ class _Forecast(NamedTuple):
     trailer: bytes
     tensors: dict[str, torch.Tensor] | None  # lent, on a host receiver
 
-    def expecting(self, per_message: tuple[int, int, int]) -> _Forecast:
-        """The same forecast for a message that carries ``per_message``."""
-        seq, step, forward = per_message
-        header = self.route.layout.header_bytes(seq, step, forward)
-        return self._replace(per_message=per_message, header=header)
-
     def holds(
         self, view: memoryview, per_message: tuple[int, int, int], num_tokens
     ) -> bool:
@@ -501,9 +495,6 @@ class StageTransfer:
         between."""
         self._step += 1
         self._send_forward = self._recv_forward = 0
-        if self._posted is not None and self._posted[2] is not None:
-            slot, work, forecast = self._posted  # posted in the step before
-            self._posted = slot, work, forecast.expecting(self._per_message())
 
     def send(self, tensors: dict[str, torch.Tensor], num_tokens: int) -> None:
         self.isend(tensors, num_tokens).wait()
@@ -603,11 +594,8 @@ class StageTransfer:
     def post_recv(self) -> None:
         """Let the previous stage's next message come now, before :meth:`recv` needs
         it: gloo sends a message only once its receive is posted, so posting it early
-        takes the wire time off the receiver's path, and a receive posted before the
-        sender's send lets the sender write the message itself instead of waiting for
-        its gloo thread to be scheduled. A second call before ``recv`` does nothing.
-        Only one transfer of a pipeline group may post: the message goes to the first
-        receive posted."""
+        takes the wire time off the receiver's path. A second call before ``recv`` does
+        nothing."""
         self._post()
 
     def _post(self) -> None:
