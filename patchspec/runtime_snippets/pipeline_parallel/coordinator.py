@@ -15,8 +15,9 @@ one stage) the wrapped methods use :class:`StageTransfer` instead:
 - ``irecv_tensor_dict`` posts the receive (gloo sends a message only once its receive
   is posted, so the tensors travel while the runner prepares the step) and returns an
   empty dict and one handle; vLLM waits for it when the runner first reads the tensors
-  (``AsyncIntermediateTensors``), and the wait decodes them. ``expect_tokens``, called by the runner with the step's padded token count
-  before that, is what the sender's count must equal.
+  (``AsyncIntermediateTensors``), and the wait decodes them. ``expect_tokens``, called
+  by the runner with the step's padded token count before that, is what the sender's
+  count must equal.
 - ``Worker.execute_model`` (wrapped with :func:`counted_worker_step`) is where every
   stage learns the step: a step with scheduled tokens is counted there on entry, before
   anything of it can fail, and it runs one forward per stage (index 0). An exception on

@@ -294,7 +294,9 @@ class _Route:
         """New tensors on ``device`` (not the host) holding the payload in buffer
         ``slot``."""
         out = {}
-        for key, (shape, dtype), piece in zip(self.keys, self.empties, self.pieces[slot]):
+        for key, (shape, dtype), piece in zip(
+            self.keys, self.empties, self.pieces[slot]
+        ):
             t = out[key] = torch.empty(shape, dtype=dtype, device=device)
             t.copy_(piece, non_blocking=queued)
         return out
