@@ -1,8 +1,8 @@
 """Two-node deployment at hidden 1024: the project's transfer against vLLM's stock tensor dicts, and pp 2
 against pp 1 on one node.
 
-The two-node tier's topology (tests/two_nodes: network namespaces, a 1 Gbit/s veth, one core per node,
-node 1 headless), a 4-layer Llama at hidden 1024 (a decode step of 16 requests moves 128 KiB, a prefill
+The two-node tier's topology (tests/two_nodes: network namespaces, a 1 Gbit/s veth with the serving
+guide's ``quickack 1`` route, one core per node, node 1 headless), a 4-layer Llama at hidden 1024 (a decode step of 16 requests moves 128 KiB, a prefill
 chunk megabytes). Three runs, one each: pp 1 on node 0 alone (its one core), pp 2 with cpu-pipeline-eager
 and pipeline-parallel (stock ``isend_tensor_dict``: pickled metadata and one gloo send per tensor), and
 pp 2 with pipeline-transfer added. Tokens/s are generated tokens over the generation's wall time; the

@@ -105,9 +105,11 @@ def test_specs_applied_side_by_side(runs):
     assert runs["check"] == {"cpu-pipeline-eager": 0, "pipeline-parallel": 0, "pipeline-transfer": 0}
 
 
-def test_link_is_limited_to_1gbit(runs):
-    for line in runs["fixed"]["qdisc"]:
-        assert "tbf" in line and "rate 1Gbit" in line
+def test_link_is_limited_to_1gbit_with_the_serving_guide_s_route(runs):
+    """The rate limit, and no delayed ACKs on the route to the other node (docs/serving.md)."""
+    for lines in runs["fixed"]["qdisc"]:
+        assert "tbf" in lines and "rate 1Gbit" in lines
+        assert "quickack 1" in lines, lines
 
 
 def test_greedy_tokens_identical_to_size_1(runs):

@@ -97,15 +97,20 @@ def create() -> None:
             subprocess.run(["tc", "-n", node.netns, "qdisc", "add", "dev", node.ifname, "root", "tbf", "rate", RATE,
                             "burst", "256kb", "latency", "50ms"], check=True, capture_output=True,
                            timeout=COMMAND_TIMEOUT_S)
+            # as docs/serving.md asks of a deployment: no delayed ACKs on the route to the other node
+            _ip("-n", node.netns, "route", "replace", f"{SUBNET}.0/24", "dev", node.ifname, "proto", "kernel",
+                "scope", "link", "src", node.ip, "quickack", "1")
     except BaseException:
         remove()
         raise
 
 
 def link_rate(node: Node) -> str:
-    """The node's qdisc line as ``tc`` shows it (the tier checks the limit is in place)."""
-    return subprocess.run(["tc", "-n", node.netns, "qdisc", "show", "dev", node.ifname], capture_output=True,
-                          text=True, timeout=COMMAND_TIMEOUT_S).stdout.strip()
+    """The node's qdisc and route lines as ``tc`` and ``ip`` show them (the tier checks the limit and the
+    serving guide's route are in place)."""
+    return "\n".join(subprocess.run(command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S).stdout.strip()
+                     for command in (["tc", "-n", node.netns, "qdisc", "show", "dev", node.ifname],
+                                     ["ip", "-n", node.netns, "route", "show", "dev", node.ifname]))
 
 
 def node_env(node: Node, tmp: Path, extra: dict | None = None) -> dict:
