@@ -145,24 +145,22 @@ class Layout:
 
     def header_bytes(self, seq: int, step: int, forward: int) -> bytes:
         """The header of message ``seq``, forward ``forward`` of ``step``."""
-        out = bytearray(self.header)
-        _PER_MESSAGE_WORDS.pack_into(out, _SEQ * 8, seq, step, forward)
+        out = bytearray(HEADER_BYTES)
+        self.write_header(memoryview(out), seq, step, forward)
         return bytes(out)
-
-    def trailer_bytes(self, seq: int, round_index: int) -> bytes:
-        return _TRAILER.pack(*self.trailer(seq, round_index))
 
     def trailer(self, seq: int, round_index: int) -> tuple[int, ...]:
         return (MAGIC, seq, self.words[_CHECKSUM], round_index)
+
+    def trailer_bytes(self, seq: int, round_index: int) -> bytes:
+        return _TRAILER.pack(*self.trailer(seq, round_index))
 
     def write_trailer(
         self, out: memoryview, offset: int, seq: int, round_index: int
     ) -> None:
         """The trailer of round ``round_index`` of message ``seq`` at byte ``offset``
         of ``out`` (bytes)."""
-        _TRAILER.pack_into(
-            out, offset, MAGIC, seq, self.words[_CHECKSUM], round_index
-        )
+        _TRAILER.pack_into(out, offset, *self.trailer(seq, round_index))
 
 
 def read_trailer(view: memoryview, offset: int) -> tuple[int, ...]:
