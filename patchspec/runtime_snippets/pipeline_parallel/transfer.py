@@ -274,7 +274,7 @@ class _Route:
                 arr[HEADER_BYTES + s.offset : HEADER_BYTES + s.offset + s.nbytes]
                 for s in layout.specs
             )
-            for arr in ring.arrays
+            for arr in (ring.arrays if ring.lends else ())
         ]
 
     def pack(self, slot: int, tensors: Any, queued: bool) -> None:
@@ -642,12 +642,7 @@ class StageTransfer:
             # so a later, truncated message cannot pass on these bytes
             view[:8] = _ZERO_WORD
             view[route.end : route.end + TRAILER_BYTES] = _ZERO_TRAILER
-            outputs = forecast.tensors
-            if outputs is None:
-                outputs = route.unpack(slot, self._device, self._queued)
-                self.stats.recv_copied_bytes += route.data_bytes
-            else:
-                ring.keep_lent(slot, route)
+            outputs = self._payload(slot, route, forecast.tensors)
         else:
             forecast = None  # its lent tensors, if any, are dropped here
             layout, outputs = self._decode_message(slot, view, num_tokens)
@@ -675,10 +670,22 @@ class StageTransfer:
         route = ring.route(layout)
         self._check_trailer(view, route.end, message.seq, layout, 0)
         self._last_layout = layout
-        if ring.lends:
-            return layout, ring.lend(slot, route)
-        self.stats.recv_copied_bytes += route.data_bytes
-        return layout, route.unpack(slot, self._device, self._queued)
+        return layout, self._payload(slot, route, None)
+
+    def _payload(
+        self, slot: int, route: _Route, lent: dict[str, torch.Tensor] | None
+    ) -> dict[str, torch.Tensor]:
+        """The whole payload in buffer ``slot`` as ``recv`` returns it: on the host the
+        tensors ``lent`` already (a forecast's) or lent now, on a device new tensors
+        copied from the buffer."""
+        ring = self._received
+        if not ring.lends:
+            self.stats.recv_copied_bytes += route.data_bytes
+            return route.unpack(slot, self._device, self._queued)
+        if lent is None:
+            return ring.lend(slot, route)
+        ring.keep_lent(slot, route)
+        return lent
 
     def _recv_split(
         self, slot: int, seq: int, layout: Layout
