@@ -2,16 +2,17 @@
 against pp 1 on one node.
 
 The two-node tier's topology (tests/two_nodes: network namespaces, a 1 Gbit/s veth with the serving
-guide's ``quickack 1`` route, one core per node, node 1 headless), a 4-layer Llama at hidden 1024 (a decode step of 16 requests moves 128 KiB, a prefill
-chunk megabytes). Three runs, one each: pp 1 on node 0 alone (its one core), pp 2 with cpu-pipeline-eager
-and pipeline-parallel (stock ``isend_tensor_dict``: pickled metadata and one gloo send per tensor), and
-pp 2 with pipeline-transfer added. Tokens/s are generated tokens over the generation's wall time; the
-stage-to-stage latency of a step is from the later of the send and the receiver's ``irecv_tensor_dict``
-to the tensors being there (bench/two_nodes_timing), averaged over the generation's steps. That latency
-holds the receiver's own preparation of the step whenever the sender is early (the tensors are needed
-only once the inputs are prepared), so the time the receiving worker is blocked on the transfer is
-reported beside it: inside ``irecv_tensor_dict`` (stock receives the pickled metadata there) plus inside
-the first wait for the tensors.
+guide's ``quickack 1`` route, one core per node, node 1 headless), a 4-layer Llama at hidden 1024 (a
+decode step of 16 requests moves 128 KiB, a prefill chunk megabytes). Three runs, one each: pp 1 on node
+0 alone (its one core), pp 2 with cpu-pipeline-eager and pipeline-parallel (stock ``isend_tensor_dict``:
+pickled metadata and one gloo send per tensor), and pp 2 with pipeline-transfer added. Tokens/s are
+generated tokens over the generation's wall time; the stage-to-stage latency of a step is from the later
+of the send and the receiver's ``irecv_tensor_dict`` to the tensors being there
+(bench/two_nodes_timing), averaged over the generation's steps. That latency holds the receiver's own
+preparation of the step whenever the sender is early (the tensors are needed only once the inputs are
+prepared), so the time the receiving worker is blocked on the transfer is reported beside it: inside
+``irecv_tensor_dict`` (stock receives the pickled metadata there) plus inside the first wait for the
+tensors.
 
 Last line: ``greedy_match=K/N top1_match=K/N transfer_vs_stock=R pp2_vs_pp1=R step_latency_vs_stock=R
 step_latency_median_vs_stock=R recv_blocked_vs_stock=R`` (matches: pp 2 with the transfer against pp 1;
@@ -35,7 +36,6 @@ import two_nodes_harness as t  # noqa: E402
 HIDDEN = 1024
 REQUESTS = 32
 MAX_TOKENS = 192
-TRANSFER_SPEC = h.TRANSFER_SPEC
 
 
 def latencies(timing: Path, window: list[float]) -> tuple[list[float], list[float]]:
@@ -86,8 +86,8 @@ def main() -> None:
             applied.append(spec)
         run("pp1", single=True)
         run("pp2_stock")
-        h.apply(TRANSFER_SPEC, root)
-        applied.append(TRANSFER_SPEC)
+        h.apply(h.TRANSFER_SPEC, root)
+        applied.append(h.TRANSFER_SPEC)
         run("pp2_transfer")
     finally:
         for spec in applied:
