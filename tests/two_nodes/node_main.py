@@ -48,7 +48,11 @@ def headless(request: dict) -> None:
 
 
 def emit(kind: str, **fields) -> None:
-    print("PATCHSPEC " + json.dumps({"event": kind, **fields}), flush=True)
+    """One event line, in one write: the engine's processes log to the same pipe, and print() writes
+    the line and its newline apart (unbuffered, another process's log landed between them and the
+    harness could not parse the event)."""
+    sys.stdout.write("PATCHSPEC " + json.dumps({"event": kind, **fields}) + "\n")
+    sys.stdout.flush()
 
 
 def engine(request: dict) -> None:
