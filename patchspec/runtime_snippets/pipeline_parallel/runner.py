@@ -70,6 +70,7 @@ USES = {
         "HPUModelRunner.device",
         "HPUModelRunner.dtype",
         "HPUModelRunner.vllm_config",
+        "HPUModelRunner.warmup_mode",
         "shallow_tuple(prefill_data)",
         "htorch",
         "has_kv_transfer_group",
@@ -152,10 +153,12 @@ def counted_step(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(runner, scheduler_output, *args, **kwargs)
         warmup_mode = kwargs.get("warmup_mode", args[0] if args else False)
         starts = bool(scheduler_output.total_num_scheduled_tokens) and not warmup_mode
+        # warm-up and profiling: the next stage posts no receive, an abort would
+        # wait for one until the transfer timeout before the error got out
         return in_step(
             found.transfer,
             starts,
-            not found.is_last,
+            starts and not found.is_last,
             lambda: fn(runner, scheduler_output, *args, **kwargs),
             receives=not found.is_first,
         )
@@ -166,12 +169,14 @@ def counted_step(fn: Callable[..., Any]) -> Callable[..., Any]:
 def aborts_next_stage(fn: Callable[..., Any]) -> Callable[..., Any]:
     """For ``wrap`` on ``HPUModelRunner.sample_tokens``, where the step's forwards run:
     an exception on a non-last stage aborts the next stage's step (vLLM's worker loop
-    reports only the last stage's exceptions)."""
+    reports only the last stage's exceptions). Not in warm-up or profiling
+    (``execute_model(..., warmup_mode=True)`` before): the next stage posts no receive
+    there, so the abort would hold the real error back for the transfer timeout."""
 
     @functools.wraps(fn)
     def sample_tokens(runner: Any, *args: Any, **kwargs: Any):
         found = stage(runner)
-        if found is None or found.is_last:
+        if found is None or found.is_last or runner.warmup_mode:
             return fn(runner, *args, **kwargs)
         return in_step(found.transfer, False, True, lambda: fn(runner, *args, **kwargs))
 
