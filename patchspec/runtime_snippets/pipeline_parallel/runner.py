@@ -32,7 +32,7 @@ import torch
 
 from ._logging import get_logger
 from .handshake import stage_layers
-from .sizes import refuse_oversized_forward
+from .sizes import refuse_oversized_forward, transfer_device_bytes
 from .transfer import StageTransfer, in_step
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "Stage",
     "aborts_next_stage",
     "counted_step",
+    "kv_cache_bytes_less_transfer",
     "non_last_stage_output",
     "sent_to_next_stage",
     "skip_on_non_last_stage",
@@ -109,6 +110,37 @@ def stage(runner: Any) -> Stage | None:
         refuse_oversized_forward(runner, runner.parallel_config.tensor_parallel_size)
         found = STAGES[runner] = _stage_from_vllm(runner)
     return found
+
+
+def kv_cache_bytes_less_transfer(runner: Any, cache_size_bytes: float) -> float:
+    """For ``HPUWorker.determine_available_memory``, right after it sizes the KV
+    cache's share: that share less the device memory the stage's transfer holds for the
+    largest forward (``transfer_device_bytes``), which the profile run never allocates.
+    Refuses in one line, naming how much is missing, when the transfer alone does not
+    fit."""
+    found = stage(runner)
+    if found is None:
+        return cache_size_bytes
+    tp_size = runner.parallel_config.tensor_parallel_size
+    need = transfer_device_bytes(
+        runner, tp_size, receives=not found.is_first, sends=not found.is_last
+    )
+    if need >= cache_size_bytes:
+        tokens = runner.scheduler_config.max_num_batched_tokens
+        left = int(cache_size_bytes)
+        raise ValueError(
+            f"pipeline transfer: a forward of max_num_batched_tokens={tokens} holds "
+            f"{need} bytes of device memory for the stage-to-stage tensors, more "
+            f"than the {left} left for the KV cache: {need - left} bytes missing "
+            "before any KV block; lower "
+            "--max-num-batched-tokens or raise --gpu-memory-utilization"
+        )
+    logger.info(
+        "pipeline transfer: %d bytes of device memory held back from the KV cache for "
+        "the stage-to-stage tensors",
+        need,
+    )
+    return cache_size_bytes - need
 
 
 def _helpers(runner: Any) -> ModuleType:
