@@ -52,6 +52,7 @@ class Proof:
     rows: list[Row]                        # one per transform of the spec's applied files
     modules: list[ModuleImport] = field(default_factory=list)
     interpreter: str = ""
+    dead: list[Row] = field(default_factory=list)   # not live, and no source patch can be (compiled code runs)
 
     @property
     def failed(self) -> list[Row]:
@@ -83,7 +84,7 @@ def prove(root: Root, spec: Spec, plan: Plan, state: State, python: interpreter.
         "modules": list(modules.values()), "snippet_dir": snippet_dir,
         "snippet_module": package and f"{RUNTIME_PACKAGE}.{package}"}, timeout)
     imported = answer["modules"]
-    out = []
+    out, dead = [], []
     for number, r in enumerate(rows):
         if static[number] is not None:
             out.append(Row(r, Liveness.NOT_LIVE, static[number]))
@@ -99,8 +100,10 @@ def prove(root: Root, spec: Spec, plan: Plan, state: State, python: interpreter.
                 f"importing {module_name(r.file)} failed in the spec's code: {module.get('detail', '?')}")))
         else:
             out.append(Row(r, Liveness.LIVE if shown["live"] else Liveness.NOT_LIVE, shown["why"]))
+            if shown.get("dead"):
+                dead.append(out[-1])
     module_rows = [ModuleImport(name, Imported(info["status"]), info["detail"]) for name, info in imported.items()]
-    return Proof(out, module_rows, f"{python.path} ({answer['version']}, {python.how})")
+    return Proof(out, module_rows, f"{python.path} ({answer['version']}, {python.how})", dead)
 
 
 def _expect(spec: Spec, r: Resolved, text: str | None, state: State,

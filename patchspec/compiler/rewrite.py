@@ -58,8 +58,11 @@ class _Substitute(cst.CSTTransformer):
 
     def _sequence_item(self, original, updated):
         found = self._captured(original)
-        if found is None or found[0] != "run":
+        if found is None:
             return updated
+        if found[0] == "one":   # a `$X` argument captured the whole argument (a keyword or star included)
+            value = found[1]
+            return value.with_changes(comma=updated.comma) if type(value) is type(updated) else updated
         values = list(found[1])
         return cst.FlattenSentinel(values) if values else cst.RemoveFromParent()
 
@@ -67,9 +70,13 @@ class _Substitute(cst.CSTTransformer):
 
     def leave_Name(self, original, updated):
         found = self._captured(original)
-        if found is None or found[0] != "one" or not isinstance(found[1], cst.BaseExpression):
+        if found is None or found[0] != "one":
             return updated
-        return found[1]
+        value = found[1]
+        if isinstance(value, cst.Arg | cst.Element) and not getattr(value, "keyword", None) \
+                and not getattr(value, "star", ""):
+            value = value.value   # captured as an argument, written where an expression goes
+        return value if isinstance(value, cst.BaseExpression) else updated
 
 
 def substitute(node: cst.CSTNode, bound: dict[str, object]) -> cst.CSTNode:

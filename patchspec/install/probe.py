@@ -81,12 +81,15 @@ def _prove(modules, snippet_dir, snippet_module):
         module_rows[name] = {"status": "imported", "detail": getattr(module, "__file__", None) or ""}
         fresh = _fresh_code(item["file"])
         stale = _stale_bytecode(item["file"])
+        instead = _imported_instead(module, item["file"])
         for check in item["checks"]:
-            if stale:
-                rows[check["id"]] = _not_live(stale)
+            if stale or instead:
+                rows[check["id"]] = instead or _not_live(stale)
                 continue
             try:
                 rows[check["id"]] = HOW[check["how"]](module, check, fresh, snippet_dir)
+                if rows[check["id"]]["live"] and check["how"] in CALLED:
+                    rows[check["id"]] = _callers(module, check, rows[check["id"]])
             except Exception as exc:  # noqa: BLE001 - a live object may raise on attribute access
                 rows[check["id"]] = _not_live("reaching it raised %s: %s" % (type(exc).__name__, exc))
     if snippet_module:
@@ -98,6 +101,88 @@ def _prove(modules, snippet_dir, snippet_module):
                 raise
             module_rows[snippet_module] = _import_failure(exc, snippet_dir)
     return module_rows, rows
+
+
+COMPILED = (".so", ".pyd")
+
+
+def _imported_instead(module, path):
+    """Not live, and no source patch can be (``dead``), when Python imported the module from another file
+    than the patched one: a compiled module beside the ``.py`` (an accelerator, mypyc, Cython) wins."""
+    found = getattr(module, "__file__", None) or ""
+    if not found or os.path.realpath(found) == os.path.realpath(path):
+        return None
+    if found.endswith(COMPILED):
+        why = ("%s is imported from %s, a compiled module beside %s: Python runs it, not the source, so no "
+               "patch of %s reaches callers; target a module Python imports as source, or no source patch "
+               "reaches this code" % (module.__name__, found, os.path.basename(path), os.path.basename(path)))
+    else:
+        why = "%s is imported from %s, not the patched %s" % (module.__name__, found, path)
+    return {"live": False, "why": why, "dead": True}
+
+
+def _callers(module, check, shown):
+    """What callers reach: a package above the module (its ``__init__``, as a program imports it) that
+    binds the target's name to another object, imported from elsewhere (a C function, a compiled module's,
+    a fallback's), runs that object for its callers, not the patched one: not live, and said whose it is."""
+    top = check["function"].split(".")[0]
+    patched = vars(module).get(top)
+    if patched is None:
+        return shown
+    reached = []
+    parts = module.__name__.split(".")
+    for depth in range(len(parts) - 1, 0, -1):
+        package = sys.modules.get(".".join(parts[:depth]))
+        if package is None or top not in vars(package):
+            continue
+        public = "%s.%s" % (package.__name__, top)
+        other = vars(package)[top]
+        if _reaches(other, patched):
+            reached.append(public)
+            continue
+        if not (callable(other) and not isinstance(other, types.ModuleType)) \
+                or getattr(other, "__module__", package.__name__) == package.__name__:
+            continue   # a definition of the package's own, or a value: no re-export of the target
+        mine = "%s.%s" % (parts[-1], check["function"])
+        return {"live": False, "dead": True, "why": "%s is %s: a patch of %s does not run for callers of %s; %s"
+                % (public, _whose(other), mine, public, _advice(other))}
+    if reached:
+        shown = dict(shown, why="%s; callers of %s reach it" % (shown["why"], ", ".join(reached)))
+    return shown
+
+
+def _reaches(obj, target):
+    """``obj`` is ``target``, or leads to it through ``__wrapped__`` or a closure (a wrapper without
+    ``functools.wraps``)."""
+    for step in _chain(obj):
+        if step is target:
+            return True
+        for cell in getattr(step, "__closure__", None) or ():
+            try:
+                if cell.cell_contents is target:
+                    return True
+            except ValueError:   # an empty cell
+                continue
+    return False
+
+
+def _whose(obj):
+    """``pkg.mod.name (built-in)``, ``(compiled: FILE)`` or ``(FILE:LINE)``."""
+    name = "%s.%s" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", getattr(obj, "__name__", "?")))
+    code = getattr(obj, "__code__", None)
+    if isinstance(code, types.CodeType):
+        return "%s (%s:%d)" % (name, code.co_filename, code.co_firstlineno)
+    source = getattr(sys.modules.get(getattr(obj, "__module__", None) or ""), "__file__", None) or ""
+    if source.endswith(COMPILED):
+        return "%s (compiled: %s)" % (name, source)
+    return "%s (built-in)" % name
+
+
+def _advice(obj):
+    code = getattr(obj, "__code__", None)
+    if isinstance(code, types.CodeType):
+        return "target %s:%s, which callers reach" % (code.co_filename, getattr(obj, "__qualname__", "?"))
+    return "it is compiled code: no source patch reaches it"
 
 
 def _import_failure(exc, snippet_dir):
@@ -308,6 +393,7 @@ def show_binding(module, check, fresh, snippet_dir):
 HOW = {"code_lines": show_code_lines, "binding": show_binding, "wrapped": show_wrapped,
        "class_member": show_class_member,
        "module_name": show_module_name}
+CALLED = ("code_lines", "wrapped", "class_member")   # checks of a definition callers reach by its name
 
 
 def _from_snippets(obj, snippet_dir):

@@ -148,8 +148,8 @@ def _prove_or_undo(root: Root, name: str, runs: interpreter.Interpreter, timeout
                          f"{first.file}: {first.detail}")
     if why:
         _unapply_locked(root, name, False, runs)
-        raise PatchspecError(f"{why}; the change was undone (`--no-verify` applies it without the proof)",
-                             file=str(root.path))
+        way = "" if shown is not None and first in shown.dead else " (`--no-verify` applies it without the proof)"
+        raise PatchspecError(f"{why}; the change was undone{way}", file=str(root.path))
     state.specs[name].proof = Proof.STATIC if any(r.status == Liveness.STATIC for r in shown.rows) \
         else Proof.LIVE
     txn.commit(root, {STATE_FILE: state.dump()})
