@@ -86,6 +86,13 @@ def load_spec(path: str | Path) -> Spec:
     return spec
 
 
+def spec_name(spec_name_or_path: str) -> str:
+    """The name of an applied spec given by its name or by its file."""
+    if spec_name_or_path.endswith((".yaml", ".yml")) or "/" in spec_name_or_path:
+        return load_spec(spec_name_or_path).name
+    return spec_name_or_path
+
+
 def spec_text(raw: bytes, where: str) -> str:
     """The spec's text: UTF-8, or refused at the line:col of the first byte that is not (a replacement
     character would otherwise slip into the code it inserts)."""
