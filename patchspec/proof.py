@@ -59,6 +59,9 @@ class Proof:
         return [r for r in self.rows if r.status == Liveness.NOT_LIVE]
 
 
+DEFAULT = "default"   # the probe's check of a parameter's default: the live function's __defaults__
+
+
 def module_name(rel: str) -> str:
     parts = rel.removesuffix(".py").split("/")
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -118,8 +121,11 @@ def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
         code = next(v for k, v in _params(spec, r).items() if kind.keys[k] is Key.CODE)
         return None, {**check, "names": bound_names(code)}
     live = kind.live
-    if live is Live.BINDING and set(_params(spec, r)) & {"parameter", "name"}:
-        live = Live.CODE_LINES   # a default or an assignment inside a function: the function's code shows it
+    params = _params(spec, r)
+    if live is Live.BINDING and "parameter" in params:  # evaluated where the def runs: the live defaults show it
+        check.update(how=DEFAULT, parameter=params["parameter"], value=params["value"])
+    elif live is Live.BINDING and "name" in params:
+        live = Live.CODE_LINES   # an assignment inside a function: the function's code shows it
         check["how"] = live.value
     elif live is Live.BINDING:  # the names it binds at the target's level, else the target's own name
         owner, _, name = r.function.rpartition(".")

@@ -13,6 +13,8 @@ package. Requests (any subset, in this order):
 
 Anything the imports print goes to stderr; the answer alone goes to stdout.
 """
+import ast
+import builtins
 import dis
 import importlib
 import importlib.util
@@ -335,6 +337,61 @@ def show_code_lines(module, check, fresh, snippet_dir):
     return _live("line(s) %s in the live code of %s" % (", ".join(map(str, check["lines"])), path))
 
 
+def show_default(module, check, fresh, snippet_dir):
+    """``set`` of a parameter's default: the default is evaluated where the ``def`` runs, so no line of the
+    function's own code carries it; the live function (the patched definition) has it in ``__defaults__``
+    or ``__kwdefaults__``: equal to the spec's literal, the object its dotted name reads, or (any other
+    expression) there, computed by the module's patched text."""
+    obj, path = _reach(module, check["function"])
+    index, code, problem = _find_patched(obj, check, fresh)
+    if code is None:
+        return _not_live(problem)
+    function = _chain(obj)[index]
+    name = check["parameter"]
+    if isinstance(function, types.CodeType):  # a nested function: its defaults are made when the outer runs
+        return _live("the live code of %s is the patched text (its default of %s is evaluated by the enclosing "
+                     "function)" % (path, name))
+    positional = code.co_varnames[:code.co_argcount]
+    defaults = function.__defaults__ or ()
+    if name in positional and positional.index(name) >= len(positional) - len(defaults):
+        value = defaults[positional.index(name) - (len(positional) - len(defaults))]
+    elif name in (function.__kwdefaults__ or {}):
+        value = function.__kwdefaults__[name]
+    else:
+        return _not_live("the live %s has no default for %s" % (path, name))
+    want, how = _expected(check["value"], function)
+    if how is None:
+        return _live("the live %s's default of %s is %s, computed by the module's patched text"
+                     % (path, name, _short(value)))
+    if not how(value, want):
+        return _not_live("the live %s's default of %s is %s, not %s" % (path, name, _short(value), check["value"]))
+    return _live("the live %s's default of %s is %s" % (path, name, _short(value)))
+
+
+def _expected(text, function):
+    """What the default must be, and how to compare: a literal by equality, a dotted name by identity
+    with what it reads in the function's globals; any other expression: (None, None), not compared."""
+    try:
+        return ast.literal_eval(text.strip()), lambda a, b: type(a) is type(b) and a == b
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
+    parts = text.strip().split(".")
+    if not all(p.isidentifier() for p in parts):
+        return None, None
+    namespace = {**vars(builtins), **function.__globals__}
+    if parts[0] not in namespace:
+        return None, None
+    obj = namespace[parts[0]]
+    for part in parts[1:]:
+        obj = getattr(obj, part)
+    return obj, lambda a, b: a is b
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def show_wrapped(module, check, fresh, snippet_dir):
     """A wrap: the live object's ``__wrapped__`` chain reaches the patched function, through a wrapper of
     the snippet package unless the hook returned the function itself (a hook may choose to be inert)."""
@@ -354,7 +411,7 @@ def show_class_member(module, check, fresh, snippet_dir):
     cls, path = _reach(module, check["function"])
     if not isinstance(cls, type):
         return _not_live("the live %s is %r, not a class" % (path, cls))
-    if cls.__module__ != module.__name__ or cls.__qualname__ != check["function"]:
+    if not _defined_here(cls, module, check):
         return _not_live("the live %s is %s.%s, defined elsewhere" % (path, cls.__module__, cls.__qualname__))
     name = check["name"]
     if name not in vars(cls):
@@ -381,8 +438,7 @@ def show_binding(module, check, fresh, snippet_dir):
     import)."""
     owner = check["owner"]
     holder, path = _reach(module, owner) if owner else (module, module.__name__)
-    if owner and (not isinstance(holder, type) or holder.__module__ != module.__name__
-                  or holder.__qualname__ != owner):
+    if owner and (not isinstance(holder, type) or not _defined_here(holder, module, dict(check, function=owner))):
         return _not_live("the live %s is %r, not the class patched" % (path, holder))
     missing = [n for n in check["names"] if n not in vars(holder)]
     if missing:
@@ -390,10 +446,26 @@ def show_binding(module, check, fresh, snippet_dir):
     return _live("%s bound in the live %s by the module's patched text" % (", ".join(check["names"]), path))
 
 
-HOW = {"code_lines": show_code_lines, "binding": show_binding, "wrapped": show_wrapped,
+def _defined_here(cls, module, check):
+    """``cls`` is the class the patched file defines at ``check["function"]``: its qualified name, and its
+    module's name, or (a package may reassign ``__module__``: httpx sets ``"httpx"``) a function of its own
+    namespace whose code is the patched file's."""
+    if cls.__qualname__ != check["function"]:
+        return False
+    if cls.__module__ == module.__name__:
+        return True
+    for value in vars(cls).values():
+        function = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
+        code = getattr(_original(function), "__code__", None) if callable(function) else None
+        if isinstance(code, types.CodeType) and os.path.realpath(code.co_filename) == os.path.realpath(check["file"]):
+            return True
+    return False
+
+
+HOW = {"code_lines": show_code_lines, "binding": show_binding, "wrapped": show_wrapped, "default": show_default,
        "class_member": show_class_member,
        "module_name": show_module_name}
-CALLED = ("code_lines", "wrapped", "class_member")   # checks of a definition callers reach by its name
+CALLED = ("code_lines", "wrapped", "class_member", "default")   # checks of a definition callers reach by its name
 
 
 def _from_snippets(obj, snippet_dir):
