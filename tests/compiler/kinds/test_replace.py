@@ -65,6 +65,43 @@ CASES = [
                      rv = " ".join(items)  # patchspec: fix
                      return rv
                  ''', id="replace-a-statement-by-several-each-line-marked"),
+    pytest.param("Markup.unescape", {"replace": {"pattern": "unescape(str($S))",
+                                                 "by": "unescape(str($S)).replace('&#39;', \"'\")"}},
+                 """
+                 class Markup(str):
+                     def unescape(self):
+                         return unescape(str(self))
+                 """,
+                 """
+                 class Markup(str):
+                     def unescape(self):
+                         return unescape(str(self)).replace('&#39;', "'")  # patchspec: fix
+                 """, id="replace-a-metavariable-argument-is-written-back-as-the-argument-it-matched"),
+    pytest.param("Markup.unescape", {"replace": {"pattern": "return unescape($X)",
+                                                 "by": "return unescape($X).strip()"}},
+                 """
+                 class Markup(str):
+                     def unescape(self):
+                         return unescape(self)
+                 """,
+                 """
+                 class Markup(str):
+                     def unescape(self):
+                         return unescape(self).strip()  # patchspec: fix
+                 """, id="replace-a-statement-with-a-metavariable-argument"),
+    pytest.param("f", {"replace": {"pattern": "g($SELF, $X)", "by": "h($SELF + 1, $X)"}},
+                 """
+                 from m import g, h
+
+                 def f(a):
+                     return g(a, key=1)
+                 """,
+                 """
+                 from m import g, h
+
+                 def f(a):
+                     return h(a + 1, key=1)  # patchspec: fix
+                 """, id="replace-a-metavariable-argument-keeps-its-keyword-where-an-argument-goes"),
 ]
 
 
