@@ -22,7 +22,7 @@ from patchspec.compiler.edits import NodeEdit, Status
 from patchspec.compiler.plan import RUNTIME_PACKAGE, Plan, Resolved
 from patchspec.compiler.source import SourceError, SourceFile
 from patchspec.compiler.transforms import KINDS
-from patchspec.compiler.transforms.kind import Key, Live
+from patchspec.compiler.kind import Key, Live
 from patchspec.install import interpreter
 from patchspec.install.root import Root
 from patchspec.install.state import State, sha256

@@ -16,7 +16,7 @@ import jsonschema
 
 from patchspec.compiler import pattern
 from patchspec.compiler.transforms import KINDS, transform_schema
-from patchspec.compiler.transforms.kind import Key
+from patchspec.compiler.kind import Key
 from patchspec import yamlloc
 from patchspec.errors import PatchspecError, warn
 from patchspec.model import Loc, ObsoleteWhen, Spec, Target, Transform
