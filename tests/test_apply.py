@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import ops
+from patchspec.verbs import reading, writing
 from patchspec.prepare import prepare
 from patchspec.install import txn
 from patchspec.install.state import locked
@@ -36,24 +36,24 @@ def release_root(request, vllm_release, copy_root):
 def test_apply_compiles_and_unapply_restores_every_byte(release_root):
     root, release = release_root
     before = tree(root)
-    result = ops.apply(DEMO, release, str(root))
+    result = writing.apply(DEMO, release, str(root))
     assert result.changed and result.files == ["vllm/sequence.py", "vllm/v1/core/sched/scheduler.py"]
     for rel in result.files:
         text = (root / rel).read_text()
         assert "# patchspec: demo" in text
         compile(text, rel, "exec")
     assert (root / "_patchspec_runtime/demo_snips/__init__.py").is_file()
-    assert ops.check(DEMO, release, str(root)).code == 0
-    ops.unapply(DEMO, str(root))
+    assert reading.check(DEMO, release, str(root)).code == 0
+    writing.unapply(DEMO, str(root))
     assert tree(root) == before
     assert not (root / ".patchspec").exists() and not (root / "_patchspec_runtime").exists()
 
 
 def test_apply_twice_equals_apply_once(release_root):
     root, release = release_root
-    ops.apply(DEMO, release, str(root))
+    writing.apply(DEMO, release, str(root))
     once = tree(root)
-    assert ops.apply(DEMO, release, str(root)).changed is False
+    assert writing.apply(DEMO, release, str(root)).changed is False
     assert tree(root) == once
 
 
@@ -62,7 +62,7 @@ def test_check_states(release_root, capsys):
     assert main(["check", DEMO, "--release", release, "--root", str(root)]) == 1
     assert "would-apply: demo sequence-iter#0 add_method IntermediateTensors in vllm/sequence.py" in \
         capsys.readouterr().out
-    ops.apply(DEMO, release, str(root))
+    writing.apply(DEMO, release, str(root))
     assert main(["check", DEMO, "--release", release, "--root", str(root)]) == 0
     assert "applied: demo sequence-iter#0 add_method IntermediateTensors in vllm/sequence.py" in \
         capsys.readouterr().out
@@ -77,7 +77,7 @@ def test_check_states(release_root, capsys):
 def test_unapply_refuses_edited_file_unless_forced(release_root, capsys):
     root, release = release_root
     before = tree(root)
-    ops.apply(DEMO, release, str(root))
+    writing.apply(DEMO, release, str(root))
     target = root / "vllm/sequence.py"
     target.write_text(target.read_text() + "# edited\n")
     edited = tree(root)
@@ -93,14 +93,14 @@ def test_failure_on_second_file_leaves_first_untouched(release_root, monkeypatch
     root, release = release_root
     before = tree(root)
     monkeypatch.setenv(txn.TRACE_ENV, str(tmp_path / "trace"))
-    ops.apply(DEMO, release, str(root))
-    ops.unapply(DEMO, str(root))
+    writing.apply(DEMO, release, str(root))
+    writing.unapply(DEMO, str(root))
     monkeypatch.delenv(txn.TRACE_ENV)
     renames = [line.split()[0] for line in (tmp_path / "trace").read_text().splitlines()
                if line.split()[1] == "rename" and line.endswith(("sequence.py", "scheduler.py"))]
     monkeypatch.setenv(txn.FAULT_ENV, f"{renames[-1]}:enospc")  # apply's points come first in the trace
     with pytest.raises(PatchspecError, match="every file was put back"):
-        ops.apply(DEMO, release, str(root))
+        writing.apply(DEMO, release, str(root))
     assert tree(root) == before
 
 
@@ -116,7 +116,7 @@ def test_diff_is_a_plain_patch_for_patch_and_git_apply(release_root, tmp_path, c
     shutil.copytree(root, by_git)
     subprocess.run(["patch", "-p1", "-s", "-i", str(tmp_path / "change.diff")], cwd=by_patch, check=True)
     subprocess.run(["git", "apply", str(tmp_path / "change.diff")], cwd=by_git, check=True)
-    ops.apply(DEMO, release, str(root))
+    writing.apply(DEMO, release, str(root))
     applied = {k: v for k, v in tree(root).items() if not k.startswith(".patchspec/")}
     assert tree(by_patch) == applied
     assert tree(by_git) == applied
@@ -132,7 +132,7 @@ def test_two_appliers_one_waits_then_fails_clearly(release_root):
     before = tree(root)
     with locked(Root.open(root), timeout=1):
         with pytest.raises(PatchspecError, match="holds the lock"):
-            ops.apply(DEMO, release, str(root), lock_timeout=0.3)
+            writing.apply(DEMO, release, str(root), lock_timeout=0.3)
     assert {k: v for k, v in tree(root).items() if not k.startswith(".patchspec")} == before
 
 
@@ -149,9 +149,9 @@ def test_concurrent_cli_applies_one_patches_other_sees_applied(release_root):
 def test_check_finds_a_partial_apply_without_state(release_root, capsys):
     """Marked lines in a file the state record does not list: someone copied patched files by hand."""
     root, release = release_root
-    ops.apply(DEMO, release, str(root))
+    writing.apply(DEMO, release, str(root))
     patched = (root / "vllm/sequence.py").read_bytes()
-    ops.unapply(DEMO, str(root))
+    writing.unapply(DEMO, str(root))
     (root / "vllm/sequence.py").write_bytes(patched)
     assert main(["check", DEMO, "--release", release, "--root", str(root)]) == 4
     assert "partial: vllm/sequence.py carries '# patchspec: demo'" in capsys.readouterr().out

@@ -12,7 +12,8 @@ from importlib import resources
 import jsonschema
 import pytest
 
-from patchspec import cli, ops
+from patchspec import cli
+from patchspec.verbs import reading
 from patchspec.cli import main
 from tests.test_apply import DEMO, FIXTURES, tree
 
@@ -109,7 +110,7 @@ def test_a_bug_is_one_line_and_exit_3_unless_debug(capsys, root, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(ops, "check", broken)
+    monkeypatch.setattr(reading, "check", broken)
     assert main(["check", DEMO, "--root", str(root)]) == 3
     err = capsys.readouterr().err
     assert err == "patchspec: internal error: RuntimeError: a bug; --debug shows where\n"
@@ -121,7 +122,7 @@ def test_interrupt_exits_130(capsys, root, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(ops, "check", interrupted)
+    monkeypatch.setattr(reading, "check", interrupted)
     assert main(["check", DEMO, "--root", str(root)]) == 130
     assert capsys.readouterr().err == "patchspec: interrupted\n"
 

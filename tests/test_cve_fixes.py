@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from patchspec import ops
+from patchspec.verbs import reading, writing
 from patchspec.compiler import drift
 from patchspec.compiler.transforms import KINDS
 from patchspec.releases.cache import pypi_root
@@ -47,12 +47,12 @@ def test_the_fix_carried_to_a_vulnerable_release(fix, release, copy_root):
     root = copy_root(pypi_root(release))
     before = tree(root)
     assert probe(fix, root)[0] == "VULNERABLE"
-    assert ops.check(spec, _profile(release), str(root)).code == 1
-    ops.apply(spec, _profile(release), str(root))
-    assert ops.check(spec, _profile(release), str(root)).code == 0
+    assert reading.check(spec, _profile(release), str(root)).code == 1
+    writing.apply(spec, _profile(release), str(root))
+    assert reading.check(spec, _profile(release), str(root)).code == 0
     verdict, seen = probe(fix, root)
     assert verdict == "FIXED", seen
-    ops.unapply(fix, str(root))
+    writing.unapply(fix, str(root))
     assert tree(root) == before
 
 
@@ -94,7 +94,7 @@ def test_apply_on_the_release_with_the_fix_says_the_fix_is_upstream(copy_root):
     root = copy_root(pypi_root("requests==2.31.0"))
     before = tree(root)
     with pytest.raises(PatchspecError, match="already holds every change of requests-cve-2023-32681.*upstream"):
-        ops.apply(str(CVE / "requests-cve-2023-32681.yaml"), "requests-2.30.0", str(root))
+        writing.apply(str(CVE / "requests-cve-2023-32681.yaml"), "requests-2.30.0", str(root))
     assert tree(root) == before
 
 

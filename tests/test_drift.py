@@ -274,10 +274,10 @@ def test_vllm_gaudi_releases_target_by_target(gaudi_release, tag):
 
 
 def test_drift_on_an_applied_root_reads_the_pristine_sources(vllm_release, tmp_path):
-    from patchspec import ops
+    from patchspec.verbs import writing
 
     root = small_root(tmp_path / "root", vllm_release("0.30.0"))
-    assert ops.apply(PROBE, "auto", str(root)).changed
+    assert writing.apply(PROBE, "auto", str(root)).changed
     assert "# patchspec: drift-probe" in (root / FILES[0]).read_text()
     result = report.drift(PROBE, str(root), use_cache=False)
     assert {r.drift for r in result.rows} == {"unchanged"}

@@ -110,16 +110,16 @@ def test_a_symlinked_install_is_refused_saying_to_copy(toy_pair, tmp_path, capsy
 def test_a_read_only_verb_reads_again_when_a_run_commits_while_it_reads(toy_pair):
     """A writer that commits between a reader's first and last read (here: during the first ``compute``)
     must not leave the reader answering from a mix of the two states."""
-    from patchspec import ops
+    from patchspec.verbs import reading, writing
 
     root, spec = toy_pair
     seen = []
 
     def compute():
-        seen.append(ops.status(str(root)).lines)
+        seen.append(reading.status(str(root)).lines)
         if len(seen) == 1:
-            ops.apply(spec, "auto", str(root))   # the other process's run, committed mid-read
+            writing.apply(spec, "auto", str(root))   # the other process's run, committed mid-read
         return seen[-1]
 
-    assert ops.consistent(str(root), compute) == seen[1]
+    assert reading.consistent(str(root), compute) == seen[1]
     assert seen[0] == ["nothing applied"] and seen[1][0].startswith("toy: applied for r1")

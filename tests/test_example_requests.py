@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from patchspec import ops
+from patchspec.verbs import reading, writing
 from patchspec.releases.cache import pypi_root
 from patchspec.spec import SHIPPED
 from tests.test_apply import tree
@@ -45,13 +45,13 @@ def test_requests_audit_end_to_end(version, copy_root):
     root = copy_root(pypi_root(f"requests=={version}"))
     release = "requests-" + version.rsplit(".", 1)[0]
     before = tree(root)
-    assert ops.check(SPEC, release, str(root)).code == 1
-    ops.apply(SPEC, release, str(root))
-    assert ops.check(SPEC, release, str(root)).code == 0
+    assert reading.check(SPEC, release, str(root)).code == 1
+    writing.apply(SPEC, release, str(root))
+    assert reading.check(SPEC, release, str(root)).code == 0
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(SEND)], cwd=root, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [version, "201", "True", "[('POST',", "201)]",
                                    "[('http://example.invalid/upload',", "5)]"]
-    ops.unapply("requests-audit", str(root))
+    writing.unapply("requests-audit", str(root))
     assert tree(root) == before

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from patchspec import ops
+from patchspec.verbs import reading
 from patchspec.install import installed
 from patchspec.releases import cache
 from patchspec.cli import main
@@ -120,7 +120,7 @@ def test_a_source_root_is_paired_applied_and_restored_without_a_record(repo, tmp
     shutil.copytree(cache.git_tag_root(path, "v1.0", "pkg"), root, ignore=shutil.ignore_patterns(".complete"))
     spec = write_spec(tmp_path / "spec")
     before = tree(root)
-    assert ops.check(spec, "auto", str(root)).code == 1
+    assert reading.check(spec, "auto", str(root)).code == 1
     assert main(["apply", spec, "--root", str(root)]) == 0
     assert main(["status", "--root", str(root)]) == 0
     assert "toy: applied for r1 (pkg 1.0)" in capsys.readouterr().out

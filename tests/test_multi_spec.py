@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from patchspec import ops
+from patchspec.verbs import reading, writing
 from patchspec.cli import main
 from patchspec.errors import PatchspecError
 from tests.test_apply import DEMO, FIXTURES, tree
@@ -25,21 +25,21 @@ def root(vllm_release, copy_root):
 def test_any_order_round_trip(root, apply_order, unapply_order):
     before = tree(root)
     for spec in apply_order:
-        assert ops.apply(spec, "v0.30.0", str(root)).changed
+        assert writing.apply(spec, "v0.30.0", str(root)).changed
     text = (root / "vllm/v1/core/sched/scheduler.py").read_text()
     assert "# patchspec: demo" in text and "# patchspec: second" in text
     compile(text, "scheduler.py", "exec")
     both = tree(root)
-    assert ops.check(DEMO, "v0.30.0", str(root)).code == 0
-    assert ops.check(SECOND, "v0.30.0", str(root)).code == 0
+    assert reading.check(DEMO, "v0.30.0", str(root)).code == 0
+    assert reading.check(SECOND, "v0.30.0", str(root)).code == 0
     first, last = unapply_order
-    ops.unapply(first, str(root))
+    writing.unapply(first, str(root))
     remaining = (root / "vllm/v1/core/sched/scheduler.py").read_text()
     gone = "demo" if first == DEMO else "second"
     kept = "second" if first == DEMO else "demo"
     assert f"# patchspec: {gone}" not in remaining and f"# patchspec: {kept}" in remaining
-    assert ops.check(last, "v0.30.0", str(root)).code == 0
-    ops.unapply(last, str(root))
+    assert reading.check(last, "v0.30.0", str(root)).code == 0
+    writing.unapply(last, str(root))
     assert tree(root) == before
     assert both != before
 
@@ -49,27 +49,27 @@ def test_the_patched_text_does_not_depend_on_apply_order(vllm_release, copy_root
     for order in ([DEMO, SECOND], [SECOND, DEMO]):
         root = copy_root(vllm_release("0.30.0"))
         for spec in order:
-            ops.apply(spec, "v0.30.0", str(root))
+            writing.apply(spec, "v0.30.0", str(root))
         texts.append((root / "vllm/v1/core/sched/scheduler.py").read_text())
-        ops.unapply(DEMO, str(root))
-        ops.unapply(SECOND, str(root))
+        writing.unapply(DEMO, str(root))
+        writing.unapply(SECOND, str(root))
     assert texts[0] == texts[1]
 
 
 def test_shared_snippet_files_stay_until_the_last_spec_goes(root):
-    ops.apply(DEMO, "v0.30.0", str(root))
-    ops.apply(SECOND, "v0.30.0", str(root))
-    ops.unapply(DEMO, str(root))
+    writing.apply(DEMO, "v0.30.0", str(root))
+    writing.apply(SECOND, "v0.30.0", str(root))
+    writing.unapply(DEMO, str(root))
     assert (root / "_patchspec_runtime/demo_snips/__init__.py").is_file()
-    ops.unapply(SECOND, str(root))
+    writing.unapply(SECOND, str(root))
     assert not (root / "_patchspec_runtime").exists()
 
 
 def test_guards_and_wraps_at_one_place_stack_in_order(root):
     before = tree(root)
-    ops.apply(DEMO, "v0.30.0", str(root))
+    writing.apply(DEMO, "v0.30.0", str(root))
     alone = tree(root)
-    ops.apply(STACKED, "v0.30.0", str(root))
+    writing.apply(STACKED, "v0.30.0", str(root))
     text = (root / "vllm/v1/core/sched/scheduler.py").read_text()
     # stacked has order -1: its guard runs first and its wrapper is innermost (nearest the def)
     assert ("    @_demo.passthrough  # patchspec: demo\n    @_stacked.passthrough  # patchspec: stacked\n"
@@ -77,13 +77,13 @@ def test_guards_and_wraps_at_one_place_stack_in_order(root):
     guards = [line.strip() for line in text.splitlines() if "stop(self, req_index)" in line]
     assert guards == ["if _stacked.stop(self, req_index): break  # patchspec: stacked",
                       "if _demo.stop(self, req_index): break  # patchspec: demo"]
-    ops.unapply(STACKED, str(root))
+    writing.unapply(STACKED, str(root))
     assert tree(root) == alone
-    ops.unapply(DEMO, str(root))
+    writing.unapply(DEMO, str(root))
     assert tree(root) == before
 
 
 def test_unapply_of_a_spec_not_applied(root):
-    ops.apply(DEMO, "v0.30.0", str(root))
+    writing.apply(DEMO, "v0.30.0", str(root))
     with pytest.raises(PatchspecError, match="spec second is not applied"):
-        ops.unapply(SECOND, str(root))
+        writing.unapply(SECOND, str(root))

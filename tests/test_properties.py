@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from patchspec import ops
+from patchspec.verbs import writing
 from patchspec.compiler.source import split_lines
 from patchspec.errors import PatchspecError
 from patchspec.spec import load_spec_bytes
@@ -156,7 +156,7 @@ def test_round_trip_on_generated_sources(source, bom):
         root = tmp / "root"
         (root / "pkg").mkdir(parents=True)
         (root / "pkg" / "mod.py").write_bytes(original)
-        ops.apply(str(tmp / "spec.yaml"), "r1", str(root))
+        writing.apply(str(tmp / "spec.yaml"), "r1", str(root))
         data = (root / "pkg" / "mod.py").read_bytes()
         assert data.startswith(codecs.BOM_UTF8) == bom
         patched = data.decode("utf-8-sig")
@@ -170,7 +170,7 @@ def test_round_trip_on_generated_sources(source, bom):
             # Outside the inserted lines, every line of the source is still there, in order.
             kept = [line for line in split_lines(patched) if "# patchspec: prop" not in line]
             assert "".join(kept).replace(", extra=_p.stop(self, 2)", "") == source
-        assert ops.apply(str(tmp / "spec.yaml"), "r1", str(root)).changed is False
-        ops.unapply(str(tmp / "spec.yaml"), str(root))
+        assert writing.apply(str(tmp / "spec.yaml"), "r1", str(root)).changed is False
+        writing.unapply(str(tmp / "spec.yaml"), str(root))
         assert (root / "pkg" / "mod.py").read_bytes() == original
         assert sorted(p.name for p in root.iterdir()) == ["pkg"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import ops
+from patchspec.verbs import reading, writing
 from patchspec.releases import profiles
 from patchspec.releases.new_profile import BROKEN_COMMENT
 from patchspec.spec import load_spec
@@ -48,15 +48,15 @@ def release_root(request, vllm_release, copy_root):
 def test_shipped_spec_round_trip(release_root, spec_path, release):
     root = release_root(spec_path, release)
     before = tree(root)
-    result = ops.apply(str(spec_path), release, str(root))
+    result = writing.apply(str(spec_path), release, str(root))
     assert result.changed and result.files
     for rel in result.files:
         compile((root / rel).read_text(), rel, "exec")
     gaudi = bool(os.environ.get("PATCHSPEC_VLLM_GAUDI"))
     assert all(r.target and "vllm_gaudi" in r.file for r in result.skipped) and (not gaudi or not result.skipped)
     once = tree(root)
-    assert ops.apply(str(spec_path), release, str(root)).changed is False
+    assert writing.apply(str(spec_path), release, str(root)).changed is False
     assert tree(root) == once
-    assert ops.check(str(spec_path), release, str(root)).code == 0
-    ops.unapply(str(spec_path), str(root))
+    assert reading.check(str(spec_path), release, str(root)).code == 0
+    writing.unapply(str(spec_path), str(root))
     assert tree(root) == before

@@ -13,11 +13,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from patchspec import ops
+import patchspec
 from patchspec.cli import output_schema
 from patchspec.compiler.edits import Status
 from patchspec.errors import Exit
 from patchspec.results import FileAction, FileState, Liveness, Note, NoteKind, Row, Verdict
+from patchspec.verbs import reading, writing
 from tests.state.toy import toy_root, write_spec
 
 
@@ -28,12 +29,12 @@ from tests.state.toy import toy_root, write_spec
 def test_check_rows_carry_enum_statuses(tmp_path, when, expected):
     root, spec = toy_root(tmp_path / "root"), write_spec(tmp_path / "spec")
     if when in ("applied", "file edited after apply"):
-        ops.apply(spec, "auto", str(root), verify=False)
+        writing.apply(spec, "auto", str(root), verify=False)
     if when == "file edited after apply":
         (root / "pkg" / "b.py").write_text((root / "pkg" / "b.py").read_text() + "# by hand\n")
     if when == "anchor gone":
         (root / "pkg" / "a.py").write_text("def target(self):\n    x = 1\n    other_call(1)\n")
-    rows = ops.check(spec, "auto", str(root)).rows
+    rows = reading.check(spec, "auto", str(root)).rows
     assert all(isinstance(r, Row) and isinstance(r.status, enum.Enum) for r in rows)
     assert {r.status for r in rows} == expected
 
@@ -81,7 +82,7 @@ def test_every_recorded_verb_output_meets_the_generated_schema():
 def test_the_compiler_imports_no_layer_above_it():
     """The compiler knows Python source and the spec model: check's verdict on a row is check's own record
     (``results.Row``), not a status the compiler's ``Resolved`` has to know of."""
-    compiler = Path(ops.__file__).parent / "compiler"
+    compiler = Path(patchspec.__file__).parent / "compiler"
     above = set()
     for path in compiler.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -93,7 +94,7 @@ def test_the_compiler_imports_no_layer_above_it():
 
 
 def test_every_module_that_declares_a_record_is_one_the_schema_is_generated_from():
-    package = Path(ops.__file__).parent
+    package = Path(patchspec.__file__).parent
     declaring = set()
     for path in package.rglob("*.py"):
         tree = ast.parse(path.read_text(), str(path))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import ops
+from patchspec.verbs import reading, writing
 from patchspec.cli.present import plan_line
 from patchspec.prepare import prepare
 from patchspec.errors import PatchspecError
@@ -96,7 +96,7 @@ class Lab:
     """, **spec_args)
 
     def apply(self, spec: str) -> None:
-        ops.apply(spec, "r1", str(self.root))
+        writing.apply(spec, "r1", str(self.root))
 
     def run(self, code: str) -> str:
         """Run ``code`` in a fresh interpreter with the root importable: the patched package for real."""
@@ -386,9 +386,9 @@ def test_two_specs_wrap_one_function_and_insert_at_one_anchor(lab):
     """)
     assert out == "['timed:send', 'send', ('logger',), ('timeout',)]"
     both = (lab.root / "pkg/mod.py").read_text()
-    ops.unapply("timeout", str(lab.root))
+    writing.unapply("timeout", str(lab.root))
     only_logger = (lab.root / "pkg/mod.py").read_text()
-    ops.unapply("logger", str(lab.root))
+    writing.unapply("logger", str(lab.root))
     lab.apply(logger)
     assert (lab.root / "pkg/mod.py").read_text() == only_logger
     lab.apply(timeout)
@@ -532,11 +532,11 @@ def test_bom_and_coding_cookie_are_read_and_written_back(lab, head, encoding):
         transforms:
           - insert_before: {anchor: "return x", code: "_s.note(x)"}
     """)
-    assert ops.check(spec, "r1", str(lab.root)).code == 1
+    assert reading.check(spec, "r1", str(lab.root)).code == 1
     lab.apply(spec)
-    assert ops.check(spec, "r1", str(lab.root)).code == 0
+    assert reading.check(spec, "r1", str(lab.root)).code == 0
     patched = (lab.root / "pkg/mod.py").read_bytes()
     assert patched.startswith(head) and "caf\u00e9".encode(encoding) in patched
     assert lab.run("from pkg.mod import f, NAME; print(f(1), NAME == 'caf\\u00e9')") == "1 True"
-    ops.unapply("demo", str(lab.root))
+    writing.unapply("demo", str(lab.root))
     assert (lab.root / "pkg/mod.py").read_bytes() == original

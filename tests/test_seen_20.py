@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import ops
+from patchspec.verbs import writing
 from patchspec.cli import main
 from patchspec.prepare import prepare
 from patchspec.releases.cache import pypi_root
@@ -139,7 +139,7 @@ def test_a_property_is_named_by_its_getter_and_its_setter(tmp_path, copy_root):
         transforms:
           - insert_before: {anchor: 'self._dns_host = value', code: '_s.note("set", value)'}
     """)
-    ops.apply(spec, "auto", str(root))
+    writing.apply(spec, "auto", str(root))
     assert run(root, """
         from urllib3.connection import HTTPConnection
         from _patchspec_runtime.snips import CALLS
@@ -223,7 +223,7 @@ def test_a_name_an_earlier_insert_binds_holds_and_runs(tmp_path, copy_root, rele
           - insert_before: {anchor: "if value_proc is None: ...", code: "_attempts = _s.attempt_counter()"}
           - loop_guard: {loop: "while True:\\n    while True: ...\\n    ...", code: "_s.tick(_attempts)"}
     """)
-    ops.apply(spec, "auto", str(root))
+    writing.apply(spec, "auto", str(root))
     assert run(root, """
         from click import termui
         from _patchspec_runtime.snips import CALLS

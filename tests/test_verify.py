@@ -14,7 +14,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from patchspec import ops
+from patchspec.verbs import writing
 from patchspec.install.state import STATE_FILE, Proof, load_state
 from patchspec.cli import main
 from patchspec.install.root import Root
@@ -161,7 +161,7 @@ def test_a_kill_during_the_proof_leaves_the_spec_applied_and_unverified(tmp_path
 def test_a_version_1_state_record_is_read(tmp_path):
     python, site = toy_venv(tmp_path)
     spec = write_spec(tmp_path / "spec")
-    ops.apply(spec, "auto", str(site))
+    writing.apply(spec, "auto", str(site))
     state = site / STATE_FILE
     data = json.loads(state.read_text())
     data["version"] = 1
@@ -169,7 +169,7 @@ def test_a_version_1_state_record_is_read(tmp_path):
         del rec["proof"]
     state.write_text(json.dumps(data))
     assert load_state(Root.open(site)).specs["vtoy"].proof is None
-    ops.unapply("vtoy", str(site))
+    writing.unapply("vtoy", str(site))
     assert not (site / ".patchspec").exists()
 
 

@@ -16,7 +16,7 @@ from patchspec.compiler.edits import ConflictError, LineEdit, NodeEdit, ResolveE
 from patchspec.compiler.emit import render_fragment, splice
 from patchspec.compiler.source import STAND_IN_PREFIX, SourceError, SourceFile, TargetAmbiguous, TargetNotLive
 from patchspec.compiler.transforms import KINDS
-from patchspec.compiler.transforms.context import Definition, TargetContext
+from patchspec.compiler.context import Definition, TargetContext
 from patchspec.model import Loc, Spec, Target
 
 RUNTIME_PACKAGE = "_patchspec_runtime"

@@ -176,6 +176,22 @@ def accessor_of(node: ast.stmt, name: str) -> str | None:
     return None
 
 
+def property_call(node: ast.stmt, name: str) -> dict[str, str] | None:
+    """``name = property(fget, fset, fdel)`` (positional or by keyword, each a plain name): the name of
+    each accessor function by kind (``getter``, ``setter``, ``deleter``), else None."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == name and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name) and node.value.func.id == "property"):
+        return None
+    kinds = ("getter", "setter", "deleter")
+    given = dict(zip(kinds, node.value.args))
+    given.update({dict(fget="getter", fset="setter", fdel="deleter").get(k.arg or "", ""): k.value
+                  for k in node.value.keywords})
+    given.pop("", None)
+    names = {kind: value.id for kind, value in given.items() if isinstance(value, ast.Name)}
+    return names if "getter" in names and len(names) == len(given) else None
+
+
 def is_property(node: ast.stmt) -> bool:
     return isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and any(
         (isinstance(d, ast.Name) and d.id == "property") or (isinstance(d, ast.Attribute) and d.attr == "property")

@@ -112,7 +112,8 @@ class SourceFile:
         ``except <type>``, ``finally``: the innermost block) bind the name, ``branch`` picks one; without it
         that is ``TargetAmbiguous``, a fallback definition included (the other branch may be the one that
         runs). With ``assignments``, a name whose live binding is a plain assignment (``NAME = ...``,
-        ``Class.NAME = ...`` in the class body) names that assignment (the ``set`` kind edits it)."""
+        ``Class.NAME = ...`` in the class body) names that assignment (the ``set`` kind edits it).
+        ``prop = property(fget, fset)`` names its functions the same way."""
         scope_body: list[ast.stmt] = self.tree.body
         notes: list[str] = []
         found: DefNode | None = None
@@ -170,6 +171,9 @@ class SourceFile:
         chosen = live[0]
         if assignment and is_assignment(chosen.node, part):
             return chosen.node, None
+        accessors = scope.property_call(chosen.node, part)
+        if accessors is not None and not chosen.path:   # ``value = property(_get, _set)``: its functions
+            return self._property_functions(body, part, accessors, chosen.line, notes)
         if not chosen.is_def:
             defs = [b for b in replaced if b.is_def]
             where = f" after its definition at line {defs[-1].line}" if defs else ""
@@ -198,6 +202,20 @@ class SourceFile:
             kinds[scope.accessor_of(b.node, part)] = b.node
         getter = kinds.pop("getter", node)
         return getter, kinds
+
+    def _property_functions(self, body: list[ast.stmt], part: str, names: dict[str, str], line: int,
+                            notes: list[str]) -> tuple[DefNode, dict[str, DefNode]]:
+        """The getter and the other accessors of ``part = property(fget, ...)``: each the live definition
+        of its name at the same level (``Box.value`` patches ``Box._get``)."""
+        found: dict[str, DefNode] = {}
+        for kind, name in names.items():
+            node = self._live(body, name, None, [])
+            if node is None or node[1] is not None or node[0].lineno > line:
+                raise TargetNotLive(f"{part} is `{part} = property(...)` at line {line}, and its {kind} {name} is "
+                                    f"no function defined before it at that level", [line])
+            found[kind] = node[0]
+        notes.append(f"{part} is `property({', '.join(names.values())})` at line {line}")
+        return found.pop("getter"), found
 
     def _refuse_rebound(self, parts: list[str], found: DefNode) -> None:
         """A definition replaced after the module's statements ran: by a function's ``global`` rebinding

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from patchspec import ops
+from patchspec.verbs import reading, writing
 from patchspec.prepare import pristine_reader
 from patchspec.install import txn
 from patchspec.install.state import LOCK_FILE, STATE_FILE, load_state, locked
@@ -64,7 +64,7 @@ def test_no_moment_a_target_is_missing_and_check_answers_as_before(toy, tmp_path
         assert in_child(_apply(spec, killed), {txn.FAULT_ENV: f"{number}:kill"}) == -9
         assert all((killed / rel).is_file() for rel in ("pkg/a.py", "pkg/b.py")), (number, kind)
         left = tree(killed)
-        result = ops.check(spec, "auto", str(killed))
+        result = reading.check(spec, "auto", str(killed))
         assert result.code in (0, 1), (number, kind, result.problems)  # as before the run, or committed
         assert tree(killed) == left
 
@@ -72,14 +72,14 @@ def test_no_moment_a_target_is_missing_and_check_answers_as_before(toy, tmp_path
 def test_interrupted_unapply_is_finished_by_unapply(toy, tmp_path):
     root, spec = toy
     before = tree(root)
-    ops.apply(spec, "auto", str(root))
+    writing.apply(spec, "auto", str(root))
     argv = ["unapply", "toy", "--root", str(root)]
     assert _kill_at(root, argv, "rename", 2, tmp_path) == -9  # one file restored, one still patched
-    assert ops.unapply("toy", str(root)).notes[0].text.startswith("recovered:")
+    assert writing.unapply("toy", str(root)).notes[0].text.startswith("recovered:")
     assert tree(root) == before
-    ops.apply(spec, "auto", str(root))
+    writing.apply(spec, "auto", str(root))
     assert _kill_at(root, argv, "rename", 2, tmp_path) == -9
-    ops.unapply("toy", str(root), force=True)
+    writing.unapply("toy", str(root), force=True)
     assert tree(root) == before
 
 
@@ -104,11 +104,11 @@ def test_path_aliases_are_one_file(toy, tmp_path):
         .replace("- wrap: {with: passthrough}", '- insert_before: {anchor: "return 2", code: "_p.stop(self, 3)"}')
     second = tmp_path / "toy-spec" / "toy2.yaml"
     second.write_text(text)
-    ops.apply(spec, "auto", str(root))
-    ops.apply(str(second), "auto", str(root))
+    writing.apply(spec, "auto", str(root))
+    writing.apply(str(second), "auto", str(root))
     assert sorted(load_state(Root_).files) == ["pkg/a.py", "pkg/b.py"]
-    ops.unapply("toy", str(root))
-    ops.unapply("toy2", str(root))
+    writing.unapply("toy", str(root))
+    writing.unapply("toy2", str(root))
     assert tree(root) == before
 
 
@@ -124,10 +124,10 @@ def test_a_runtime_file_patchspec_did_not_write_is_left_alone(toy, capsys):
     assert tree(root) == before
     mine.unlink()
     mine.parent.rmdir()
-    ops.apply(spec, "auto", str(root))
+    writing.apply(spec, "auto", str(root))
     extra = root / "_patchspec_runtime/extra.py"
     extra.write_text("# mine too\n")
-    ops.unapply("toy", str(root))
+    writing.unapply("toy", str(root))
     assert extra.read_text() == "# mine too\n"
 
 
@@ -149,11 +149,11 @@ def test_links_stay_links_and_owner_and_mode_are_kept(toy):
     os.chmod(root / "pkg/a.py", 0o640)
     os.chown(root / "pkg/a.py", 1234, 4321)
     before = tree(root)
-    ops.apply(spec, "auto", str(root))
+    writing.apply(spec, "auto", str(root))
     assert (root / "pkg/b.py").is_symlink() and "# patchspec: toy" in (root / "pkg/b_impl.py").read_text()
     st = (root / "pkg/a.py").stat()
     assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o640, 1234, 4321)
-    ops.unapply("toy", str(root))
+    writing.unapply("toy", str(root))
     assert tree(root) == before
 
 
@@ -166,7 +166,7 @@ def test_a_failed_verb_leaves_no_temporary_file_or_directory(toy, tmp_path, caps
     for point, action in ((write, "enospc"), (rename, "eperm")):
         assert in_child(_apply(spec, root), {txn.FAULT_ENV: f"{point}:{action}"}) == 2
         assert tree(root) == before, action
-    ops.apply(spec, "auto", str(root))
+    writing.apply(spec, "auto", str(root))
     snippet = root / "_patchspec_runtime/demo_snips/__init__.py"
     py_compile.compile(str(snippet), cfile=importlib.util.cache_from_source(str(snippet)))
     cache = snippet.parent / "__pycache__"
@@ -176,7 +176,7 @@ def test_a_failed_verb_leaves_no_temporary_file_or_directory(toy, tmp_path, caps
     last = [n for n, kind, _ in found if kind in ("rename", "unlink")][-1]
     assert in_child(["unapply", "toy", "--root", str(root)], {txn.FAULT_ENV: f"{last}:eperm"}) == 2
     assert tree(root) == patched and cache.is_dir()
-    ops.unapply("toy", str(root))
+    writing.unapply("toy", str(root))
     assert tree(root) == before
 
 
@@ -196,7 +196,7 @@ def test_one_line_errors_and_no_hangs(toy, tmp_path, capsys, case):
     elif case == "alias-none":
         argv[1] = _spec_variant(spec, tmp_path, b"alias: _p", b"alias: None")
     elif case == "state-shape":
-        ops.apply(spec, "auto", str(root))
+        writing.apply(spec, "auto", str(root))
         (root / STATE_FILE).write_text('{"version": 1, "specs": {"toy": {}}, "files": {}, "snippets": {}}')
         argv = ["unapply", "toy", "--root", str(root)]
     elif case == "target-is-a-directory":
@@ -209,7 +209,7 @@ def test_one_line_errors_and_no_hangs(toy, tmp_path, capsys, case):
     if case == "nan-lock-timeout":
         with locked(Root.open(root), 1):
             with pytest.raises(PatchspecError, match="not a finite number"):
-                ops.apply(spec, "auto", str(root), lock_timeout=float("nan"))
+                writing.apply(spec, "auto", str(root), lock_timeout=float("nan"))
         return
     code = main(argv)
     err = capsys.readouterr().err
@@ -219,13 +219,13 @@ def test_one_line_errors_and_no_hangs(toy, tmp_path, capsys, case):
 
 def test_upgrade_under_a_patched_root(toy, capsys):
     root, spec = toy
-    ops.apply(spec, "auto", str(root))
+    writing.apply(spec, "auto", str(root))
     pip_install(root, "2.0")
     upgraded = {k: v for k, v in tree(root).items()}
     assert main(["status", "--root", str(root)]) == 1
     out = capsys.readouterr().out
     assert "toy: applied for r1 (pkg 1.0); installed now: pkg 2.0" in out and "replaced: pkg/a.py" in out
-    assert ops.check(spec, "auto", str(root)).code == 1  # would apply on the new release
+    assert reading.check(spec, "auto", str(root)).code == 1  # would apply on the new release
     # unapply, even forced, never writes 1.0's bytes into 2.0: it drops the record and leaves the files
     probe = root.parent / "forced"
     shutil.copytree(root, probe)
@@ -239,13 +239,13 @@ def test_upgrade_under_a_patched_root(toy, capsys):
     assert "dropped: pkg/a.py: replaced by pkg 2.0" in out and "patched: pkg/a.py" in out
     assert load_state(Root.open(root)).specs["toy"].release == "r2"
     assert "x = 2" in (root / "pkg/a.py").read_text()
-    ops.unapply("toy", str(root))
+    writing.unapply("toy", str(root))
     assert tree(root) == {k: v for k, v in upgraded.items() if not k.startswith((".patchspec", "_patchspec_runtime"))}
 
 
 def test_pip_uninstall_then_status_and_forget(toy, capsys):
     root, spec = toy
-    ops.apply(spec, "auto", str(root))
+    writing.apply(spec, "auto", str(root))
     pip_uninstall(root)
     assert main(["status", "--root", str(root)]) == 1
     out = capsys.readouterr().out
@@ -256,7 +256,7 @@ def test_pip_uninstall_then_status_and_forget(toy, capsys):
 
 def test_drift_reads_the_installed_files_not_a_stale_copy(toy):
     root, spec = toy
-    ops.apply(spec, "auto", str(root))
+    writing.apply(spec, "auto", str(root))
     pip_install(root, "2.0")
     r = Root.open(root)
     assert "x = 2" in pristine_reader(r, load_state(r))("pkg/a.py")

@@ -12,9 +12,11 @@ import ast
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-from patchspec.compiler.edits import Action
 from patchspec.compiler import scope
+from patchspec.compiler.context import TargetContext
+from patchspec.compiler.edits import Action, LineEdit, NodeEdit
 
 
 class Key(enum.Enum):
@@ -81,12 +83,20 @@ class Live(enum.Enum):
     BINDING = "binding"            # module- or class-level names the module's text binds (set, add_statement)
 
 
+class Resolver(Protocol):
+    """A kind's resolve function: the line a transform lands on in the target, and the edits it makes
+    there; a ``ResolveError`` when it cannot."""
+
+    def __call__(self, ctx: TargetContext, params: dict[str, str], /) -> tuple[int, list[NodeEdit | LineEdit]]:
+        ...
+
+
 @dataclass(frozen=True)
 class Kind:
     name: str
     summary: str                                  # one line, for the docs table
     keys: dict[str, Key]
-    resolve: Callable                             # (TargetContext, params) -> (line, edits)
+    resolve: Resolver
     on_class: bool = False                        # needs a class target (else a function, or either)
     any_target: bool = False                      # the target only names the file (add_import)
     hook: Hook | None = None                      # how the HOOK key's function is used
