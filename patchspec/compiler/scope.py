@@ -429,7 +429,7 @@ _READS = frozenset({"get", "items", "keys", "values", "copy", "pop", "update", "
 
 def literal_keys(func: ast.AST, name: str) -> set[str] | None:
     """The keys the local dict ``name`` of a function can hold, when the function builds it from
-    literals only (``name = {"k": v}`` / ``dict(k=v)``, ``name.update({...})``, ``name["k"] = v``,
+    literals only (``name = {"k": v}`` / ``dict(k=v)``, annotated or not, ``name.update({...})``, ``name["k"] = v``,
     ``name.setdefault("k", v)``) and passes it nowhere but ``**name``; None when that cannot be told (a
     parameter, an attribute, a key computed at run time, the dict handed to other code)."""
     if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -445,6 +445,12 @@ def literal_keys(func: ast.AST, name: str) -> set[str] | None:
                 return None
             keys |= found
             allowed.add(id(node.targets[0]))
+        elif isinstance(node, ast.AnnAssign) and _is(node.target, name):   # ``kw: t.Any = {}``
+            found = _literal_mapping(node.value) if node.value is not None else set()
+            if found is None:
+                return None
+            keys |= found
+            allowed.add(id(node.target))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is(node.func.value, name):
             if node.func.attr not in _READS:
                 return None

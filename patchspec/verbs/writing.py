@@ -130,7 +130,8 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         writes.update(runtime)
         writes[STATE_FILE] = state.dump()
         txn.commit(root, writes)
-        shown = _prove_or_undo(root, spec.name, runs, timeout) if rec.proof == Proof.PENDING else None
+        written = Root(root.path)   # what the files are now (``record`` reads an edited file as pristine)
+        shown = _prove_or_undo(written, spec.name, runs, timeout) if rec.proof == Proof.PENDING else None
         return ApplyResult(True, sorted(files), skipped, notes + notes_of(NoteKind.WARNING, warnings), shown)
 
 
