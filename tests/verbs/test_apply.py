@@ -17,7 +17,7 @@ from patchspec.cli import main
 from patchspec.errors import PatchspecError
 from patchspec.install.root import Root
 
-FIXTURES = Path(__file__).parent / "fixtures" / "demo_spec"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "demo_spec"
 DEMO = str(FIXTURES / "demo.yaml")
 RELEASES = ["0.26.0", "0.30.0"]
 

@@ -1,4 +1,4 @@
-"""Issue 20's "What was seen", the static items, each on the real release named (from PyPI, cached): a
+"""Bindings, each on the real release named (from PyPI, cached): a
 spec that applied but whose code never ran is refused in one line naming the binding that is live, and
 correct specs that were refused now hold on every verb. Each test failed before that change."""
 from __future__ import annotations

@@ -23,8 +23,8 @@ from patchspec.cli import main
 from patchspec.model import Loc, ObsoleteWhen
 from patchspec.spec import load_spec
 
-REPO = Path(__file__).resolve().parent.parent
-PROBE_DIR = Path(__file__).resolve().parent / "drift"
+REPO = Path(__file__).resolve().parents[2]
+PROBE_DIR = Path(__file__).resolve().parents[1] / "drift"
 PROBE = str(PROBE_DIR / "probe.yaml")
 FILES = ["vllm/v1/core/sched/scheduler.py", "vllm/model_executor/model_loader/weight_utils.py",
          "vllm/sequence.py"]
@@ -316,7 +316,7 @@ def test_profile_new_from_a_profile_that_does_not_cover_the_spec(vllm_release, t
     assert "overrides" not in profile.specs["drift-probe"]
     assert profile.fingerprints("drift-probe")["schedule"] == "51a7f035ea554513"
 
-REAL_SPEC = str(Path(__file__).resolve().parent.parent / "specs" / "pipeline-parallel.yaml")
+REAL_SPEC = str(Path(__file__).resolve().parents[2] / "specs" / "pipeline-parallel.yaml")
 # The real spec's vLLM targets on other releases, against the v0.30.0 profile: these still apply.
 REAL_EXPECTED = {
     "0.24.0": {"intermediate-tensors-iter#0": "unchanged", "scheduler-running-cap#0": "changed",

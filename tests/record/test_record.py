@@ -171,7 +171,7 @@ def verdict(fix: str, root: Path) -> str:
 @pytest.mark.parametrize("fix", [pytest.param(f, marks=pytest.mark.record_all(default=f in DEFAULT_SLICE))
                                  for f in TARGETS])
 def test_record_from_upstream_drafts_a_spec_that_applies_and_fixes_the_vulnerable_release(fix, tmp_path, capsys):
-    from tests.test_cve_fixes import FIXES
+    from tests.specs.test_cve_fixes import FIXES
 
     upstream, vulnerable, _older = FIXES[fix]
     targets = TARGETS[fix]

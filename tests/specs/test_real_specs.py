@@ -14,9 +14,9 @@ from patchspec.releases import profiles
 from patchspec.releases.new_profile import BROKEN_COMMENT
 from patchspec.spec import load_spec
 from tests.releases import DEFAULT_VLLM
-from tests.test_apply import tree
+from tests.verbs.test_apply import tree
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SPECS = sorted((REPO / "specs").glob("*.yaml"))
 
 

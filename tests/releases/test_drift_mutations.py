@@ -16,7 +16,7 @@ import pytest
 from patchspec.compiler import drift
 from patchspec.compiler.fingerprint import Change
 from patchspec.releases import report
-from test_drift import ALL, PROBE, by_key, small_root
+from tests.releases.test_drift import ALL, PROBE, by_key, small_root
 
 SCHEDULER = "vllm/v1/core/sched/scheduler.py"
 

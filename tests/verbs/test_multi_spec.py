@@ -9,7 +9,7 @@ import pytest
 from patchspec.verbs import reading, writing
 from patchspec.cli import main
 from patchspec.errors import PatchspecError
-from tests.test_apply import DEMO, FIXTURES, tree
+from tests.verbs.test_apply import DEMO, FIXTURES, tree
 
 SECOND = str(FIXTURES / "second.yaml")
 STACKED = str(FIXTURES / "stacked.yaml")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "pp-compare.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "pp-compare.py"
 spec = importlib.util.spec_from_file_location("pp_compare", SCRIPT)
 pp_compare = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(pp_compare)

@@ -15,7 +15,7 @@ from patchspec.verbs import writing
 from patchspec.compiler.source import split_lines
 from patchspec.errors import PatchspecError
 from patchspec.spec import load_spec_bytes
-from tests.test_apply import FIXTURES
+from tests.verbs.test_apply import FIXTURES
 
 DEMO = yaml.safe_load((FIXTURES / "demo.yaml").read_text())
 

@@ -15,7 +15,7 @@ import pytest
 from patchspec import cli
 from patchspec.verbs import reading
 from patchspec.cli import main
-from tests.test_apply import DEMO, FIXTURES, tree
+from tests.verbs.test_apply import DEMO, FIXTURES, tree
 
 SCHEMA = json.loads(resources.files("patchspec").joinpath("schema/output.schema.json").read_text())
 

@@ -1,8 +1,9 @@
-"""Issue 11's "What was seen", one test each: patchspec said "applied" and the patched code did the wrong
-thing (or the error did not say where). Each ``test_seen_N`` fails before the change; ``test_control_*``
-(and the same-quote case of seen 3) pass before and after: they show the checks do not refuse good specs
-and that what already held still holds. Each runs the real compiler and, where the issue was about apply,
-the real ``ops`` on a root in a temporary directory."""
+"""The patched code does what the spec says, or the spec is refused saying where: each case is one where
+patchspec once said "applied" and the patched code did the wrong thing (or the error did not say where),
+and each test failed before its change; ``test_control_*`` (and the same-quote case of the quote style)
+pass before and after: they show the checks do not refuse good specs and that what already held still
+holds. Each runs the real compiler and, where the case is about apply, the real verbs on a root in a
+temporary directory."""
 from __future__ import annotations
 
 import codecs

@@ -1,4 +1,4 @@
-"""Issue 20, item 12: the edges. A closed stdout ends quietly; a keyword where a name belongs and a byte
+"""The edges of the command line. A closed stdout ends quietly; a keyword where a name belongs and a byte
 that is not UTF-8 are refused at line:col on every verb; a read-only verb while another process holds the
 root answers for the committed state and says so; a symlinked install is refused with what to do."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from patchspec.cli import main
 from patchspec.install.state import LOCK_FILE
 from tests.state.toy import toy_root, write_spec
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PIPE_EXIT = 141
 
 

@@ -72,7 +72,7 @@ def test_check_names_the_bindings_when_an_anchor_fails_too(tmp_path, spec, capsy
 
 
 def test_binding_rows_fit_the_json_envelope(tmp_path, spec, capsys):
-    from tests.test_cli import run_json
+    from tests.cli.test_cli import run_json
 
     root = toy_root(tmp_path / "root")
     code, document = run_json(capsys, "drift", spec, "--root", str(root), "--no-cache")

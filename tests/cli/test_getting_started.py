@@ -14,9 +14,9 @@ import pytest
 from patchspec.install import installed
 from patchspec.releases.cache import cache_dir, pypi_root
 from patchspec.cli import main
-from tests.test_apply import DEMO, FIXTURES, tree
+from tests.verbs.test_apply import DEMO, FIXTURES, tree
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -197,7 +197,7 @@ def test_profile_new_accepts_a_suggested_rename(tmp_path, capsys):
 
 def test_bare_pytest_collects():
     pytest_bin = Path(sys.executable).parent / "pytest"
-    done = subprocess.run([str(pytest_bin), "--collect-only", "-q", "-p", "no:cacheprovider", "tests/test_cli.py"],
+    done = subprocess.run([str(pytest_bin), "--collect-only", "-q", "-p", "no:cacheprovider", "tests/cli/test_cli.py"],
                           capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stdout[-2000:]
 

@@ -30,8 +30,8 @@ from patchspec.snippets import package_dir
 from patchspec.spec import load_spec
 from tests.gaudi_shape import LAYOUT, PACKAGES
 
-REPO = Path(__file__).resolve().parent.parent
-EXPECTED = Path(__file__).resolve().parent / "data" / "verb_outputs.json"
+REPO = Path(__file__).resolve().parents[2]
+EXPECTED = Path(__file__).resolve().parents[1] / "data" / "verb_outputs.json"
 SPECS = ["pipeline-parallel", "pipeline-transfer", "cpu-pipeline-eager"]
 RELEASE = "v0.30.0"
 PINNED = "a3bc21a"   # main before the layers moved

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from patchspec.releases.cache import cache_dir, pypi_root
-from tests.test_apply import tree
+from tests.verbs.test_apply import tree
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def clean_env() -> dict[str, str]:

@@ -17,7 +17,7 @@ from patchspec.compiler import snippet_api
 from patchspec.releases.cache import pypi_root
 from patchspec.spec import SHIPPED, load_spec
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ANCHOR = "while req_index < len(self.running) and token_budget > 0:"
 
 

@@ -15,7 +15,7 @@ from patchspec.compiler.transforms import KINDS
 from patchspec.releases.cache import pypi_root
 from patchspec.spec import SHIPPED, load_spec
 from tests.cve_probes import probe
-from tests.test_apply import tree
+from tests.verbs.test_apply import tree
 
 CVE = SHIPPED / "examples" / "cve"
 # fix: (the release upstream fixed it in, the vulnerable release before it, older releases of its line)

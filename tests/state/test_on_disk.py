@@ -1,4 +1,5 @@
-"""Issue 10, "What was seen": each item, reproduced the way it failed, on the toy package (see toy.py)."""
+"""The root on disk (interrupted runs, marked files, aliases, links, a full disk, an upgrade under a patched
+root): each case reproduced the way it once failed, on the toy package (see toy.py)."""
 from __future__ import annotations
 
 import importlib.util

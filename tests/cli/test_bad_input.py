@@ -11,7 +11,7 @@ import pytest
 
 from patchspec.cli import main
 from patchspec.install.state import VERSION
-from tests.test_apply import DEMO, FIXTURES, tree
+from tests.verbs.test_apply import DEMO, FIXTURES, tree
 
 GOOD = (FIXTURES / "demo.yaml").read_text()
 

@@ -21,7 +21,7 @@ from patchspec.install.root import Root
 from tests.state.toy import tree
 from tests.verify_toy import MOD, PATCHED_OUT, SNIPPET, install, make_venv, run, toy_venv, write_spec
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads(resources.files("patchspec").joinpath("schema/output.schema.json").read_text())
 PY39 = Path("/root/.pyenv/versions/3.9.18/bin/python3.9")
 

@@ -12,7 +12,7 @@ import pytest
 from patchspec.verbs import reading, writing
 from patchspec.releases.cache import pypi_root
 from patchspec.spec import SHIPPED
-from tests.test_apply import tree
+from tests.verbs.test_apply import tree
 
 SPEC = str(SHIPPED / "examples" / "requests-audit.yaml")
 SEND = """
