@@ -34,6 +34,8 @@ def test_accept_suggested_takes_the_nearest_name_it_printed(tmp_path, capsys):
     assert main(["profile", "new", "toy-2.0", "--root", str(new), "--spec", spec, "--from", "toy-1.0",
                  "--accept-suggested"]) == 0
     out = capsys.readouterr().out
-    assert "accepted: toy-fix: escape: escape is not defined in toy/_native.py; its nearest name is _escape_inner" in out
-    assert "overrides:\n      escape:\n        function: _escape_inner" in (work / "releases" / "toy-2.0.yaml").read_text()
+    assert "accepted: toy-fix: escape: escape is not defined in toy/_native.py; its nearest name is _escape_inner" \
+        in out
+    draft = (work / "releases" / "toy-2.0.yaml").read_text()
+    assert "overrides:\n      escape:\n        function: _escape_inner" in draft
     assert main(["check", spec, "--root", str(new)]) == 1   # applies there (exit 1: not applied yet)
