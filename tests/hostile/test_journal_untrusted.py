@@ -13,7 +13,7 @@ import pytest
 from patchspec.cli import main
 from patchspec.install import txn
 from patchspec.install.state import sha256
-from tests.hostile.arena import VICTIM, arena, interrupted, one_line, run
+from tests.hostile.arena import VICTIM, arena, journal, one_line, run
 from tests.state.toy import tree
 
 
@@ -52,13 +52,12 @@ RAW = {
 @pytest.mark.parametrize("verb", ["recover", "apply", "unapply", "check", "status"])
 @pytest.mark.parametrize("attack", [*ATTACKS, *RAW])
 def test_a_damaged_or_hostile_journal_is_refused_naming_the_field(tmp_path, capsys, attack, verb):
-    ground = arena(tmp_path)
-    journal = interrupted(ground, tmp_path)
+    ground = arena(tmp_path, "interrupted")
     if attack in RAW:
         data, why = RAW[attack]
     else:
         change, why = ATTACKS[attack]
-        data = json.dumps(change(journal, ground)).encode()
+        data = json.dumps(change(journal(ground), ground)).encode()
     (ground.root / txn.JOURNAL).write_bytes(data)
     before = tree(ground.root)
     argv = {"recover": ["recover"], "apply": ["apply", ground.spec, "--no-verify"], "unapply": ["unapply", "toy"],
@@ -73,9 +72,9 @@ def test_a_damaged_or_hostile_journal_is_refused_naming_the_field(tmp_path, caps
 def test_a_link_on_the_way_is_refused_in_or_out_of_the_root(tmp_path, capsys):
     """A kept old file swapped for a link (out of the root, or to another file in it), and a path through
     a directory link out of the root: each is a path ``commit`` never writes."""
-    ground = arena(tmp_path)
-    journal = interrupted(ground, tmp_path)
-    index, saved = next((i, op["saved"]) for i, op in enumerate(journal["ops"]) if op["saved"])
+    ground = arena(tmp_path, "interrupted")
+    written = journal(ground)
+    index, saved = next((i, op["saved"]) for i, op in enumerate(written["ops"]) if op["saved"])
     (ground.root / saved).unlink()
     (ground.root / saved).symlink_to(ground.outside / "victim.py")
     code, err = run(capsys, "recover", "--root", str(ground.root))
@@ -85,8 +84,8 @@ def test_a_link_on_the_way_is_refused_in_or_out_of_the_root(tmp_path, capsys):
     code, err = run(capsys, "recover", "--root", str(ground.root))
     assert code == 2 and "is not a path patchspec writes (it names 'pkg/__init__.py'" in one_line(err), err
     (ground.root / "linked").symlink_to(ground.outside / "pkg", target_is_directory=True)
-    journal["ops"][0].update(path="linked/a.py", tmp=None, saved=None, new_sha256=sha256(VICTIM))
-    (ground.root / txn.JOURNAL).write_text(json.dumps(journal))
+    written["ops"][0].update(path="linked/a.py", tmp=None, saved=None, new_sha256=sha256(VICTIM))
+    (ground.root / txn.JOURNAL).write_text(json.dumps(written))
     code, err = run(capsys, "apply", ground.spec, "--root", str(ground.root), "--no-verify")
     assert code == 2 and "journal ops/0/path 'linked/a.py'" in one_line(err), err
     ground.untouched()
@@ -96,11 +95,11 @@ def test_a_link_on_the_way_is_refused_in_or_out_of_the_root(tmp_path, capsys):
 def test_the_journal_patchspec_wrote_still_recovers_and_one_without_a_version_too(tmp_path, capsys):
     """The check refuses no journal patchspec writes: a real interrupted run rolls back byte for byte, and
     a journal written before journals had a version (the same shape) reads as version 1."""
-    ground = arena(tmp_path)
-    journal = interrupted(ground, tmp_path)
-    assert journal["version"] == txn.JOURNAL_VERSION
-    del journal["version"]
-    (ground.root / txn.JOURNAL).write_text(json.dumps(journal))
+    ground = arena(tmp_path, "interrupted")
+    written = journal(ground)
+    assert written["version"] == txn.JOURNAL_VERSION
+    del written["version"]
+    (ground.root / txn.JOURNAL).write_text(json.dumps(written))
     assert main(["recover", "--root", str(ground.root)]) == 0
     out, err = capsys.readouterr()
     assert err == "" and "recovered: rolled back an interrupted run" in out
