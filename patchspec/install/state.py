@@ -31,7 +31,8 @@ from patchspec.install.root import STATE_DIR, Root, inside
 STATE_FILE = f"{STATE_DIR}/state.json"
 PRISTINE_DIR = f"{STATE_DIR}/pristine"
 LOCK_FILE = f"{STATE_DIR}/lock"
-VERSION = 2   # 2: each spec's ``proof``; a version 1 record reads as one whose proof never ran
+VERSION = 3   # 2: each spec's ``proof``; a version 1 record reads as one whose proof never ran
+              # 3: each spec's ``python``; an older record reads as one no --python named
 
 
 class Proof(enum.StrEnum):
@@ -85,6 +86,7 @@ class SpecRecord:
     packages: dict[str, PackageRecord] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     proof: Proof | None = None      # None: a version 1 record, written before the proof existed
+    python: str | None = None       # the interpreter --python named at apply, kept for later verbs
 
 
 @functools.cache
@@ -150,6 +152,10 @@ class State:
         data = {"version": VERSION, **{k: {n: dataclasses.asdict(v) for n, v in getattr(self, k).items()}
                                        for k in ("specs", "files", "snippets")}}
         return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+
+    def python(self) -> str | None:
+        """The interpreter a ``--python`` named for this root, as the latest spec applied with one kept it."""
+        return next((rec.python for rec in reversed(self.specs.values()) if rec.python), None)
 
     def paths(self):
         """(where in the record, path) of every path the record names under the root."""
