@@ -15,7 +15,7 @@ from patchspec.compiler import bindings, encoding, snippet_api
 from patchspec.compiler.edits import ConflictError, Status
 from patchspec.compiler.plan import Plan, emit, resolve
 from patchspec.errors import Location, PatchspecError
-from patchspec.install import installed, txn
+from patchspec.install import installed, shadowed, txn
 from patchspec.install.root import Root
 from patchspec.install.state import State, load_state, pristine_path, sha256
 from patchspec.model import Spec, package_of
@@ -57,6 +57,9 @@ def prepare(spec_path: str, release: str, root_path: str | Root, only: set[str] 
     state = load_state(root) if state is None else state
     read = pristine_reader(root, state)
     plan = resolve([spec], read, root.has_package, only)
+    for target in spec.targets:   # what Python may run instead of the target's source
+        if root.has_package(target.package):
+            warnings += [w for w in shadowed.warnings(root, target.file, target.function, read) if w not in warnings]
     return Prepared(spec, release, root, plan, profile, Path(spec_path).read_bytes(), read, warnings)
 
 
