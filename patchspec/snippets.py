@@ -12,7 +12,7 @@ from patchspec.compiler import pattern, snippet_api
 from patchspec.compiler.plan import RUNTIME_PACKAGE
 from patchspec.compiler.source import SourceFile
 from patchspec.compiler.transforms import KINDS
-from patchspec.compiler.transforms.kind import Hook
+from patchspec.compiler.kind import Hook
 from patchspec.errors import PatchspecError
 from patchspec.model import Spec
 from patchspec.install.root import Root

@@ -16,7 +16,7 @@ import jsonschema
 
 from patchspec.compiler import bounds, pattern
 from patchspec.compiler.transforms import KINDS, transform_schema
-from patchspec.compiler.transforms.kind import Key
+from patchspec.compiler.kind import Key
 from patchspec import yamlloc
 from patchspec.errors import PatchspecError, warn
 from patchspec.model import Loc, ObsoleteWhen, Spec, Target, Transform
@@ -80,6 +80,13 @@ def load_spec(path: str | Path) -> Spec:
     for message in spec.deprecations:
         warn(message)
     return spec
+
+
+def spec_name(spec_name_or_path: str) -> str:
+    """The name of an applied spec given by its name or by its file."""
+    if spec_name_or_path.endswith((".yaml", ".yml")) or "/" in spec_name_or_path:
+        return load_spec(spec_name_or_path).name
+    return spec_name_or_path
 
 
 def spec_text(raw: bytes, where: str) -> str:
