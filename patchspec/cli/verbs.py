@@ -372,9 +372,8 @@ def _span(lines: tuple[int, int] | None) -> str:
 
 def cmd_demo(args) -> Outcome:
     from patchspec import demo
-    from patchspec.cli import main
 
-    return Outcome(demo.run(args.pypi, args.spec or str(demo.DEFAULT_SPEC), main))
+    return Outcome(demo.run(args.pypi, args.spec or str(demo.DEFAULT_SPEC), args.main))
 
 
 VERBS = (
