@@ -20,7 +20,8 @@ from patchspec.install import installed
 from patchspec.install.root import Root
 from patchspec.install.state import load_state
 from patchspec.model import Spec
-from patchspec.prepare import compile_plan, pristine_reader
+from patchspec.install.pristine import pristine_reader
+from patchspec.verdict import compile_plan
 from patchspec.releases import profiles
 from patchspec.releases.drift_cache import cached_binding_rows
 from patchspec.releases.report import row_line
@@ -136,7 +137,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
 
 
 def _refusal(spec: Spec, read, root: Root) -> str | None:
-    """What refuses the spec as this draft would pair it with the release (``prepare.compile_plan``, the
+    """What refuses the spec as this draft would pair it with the release (``verdict.compile_plan``, the
     one verdict), or None when it holds."""
     try:
         compile_plan(spec, resolve([spec], read, root.has_package), read)
