@@ -22,7 +22,7 @@ import yaml
 from patchspec.compiler.scope import ACCESSORS
 from patchspec.compiler.source import SourceError, SourceFile
 from patchspec.errors import PatchspecError
-from patchspec.install import installed
+from patchspec.install import installed, shadowed
 from patchspec.install.root import Root
 from patchspec.model import package_of
 from patchspec.releases.new_profile import new_profile
@@ -53,8 +53,9 @@ def parse_target(text: str) -> Hooked:
     return Hooked(file, function)
 
 
-def scaffold(name: str, root_path: str, targets: list[str], directory: str) -> list[Path]:
-    """Write the spec, its snippet package, a test and the first profile; return what was written."""
+def scaffold(name: str, root_path: str, targets: list[str], directory: str) -> tuple[list[Path], list[str]]:
+    """Write the spec, its snippet package, a test and the first profile; return what was written, and
+    the warnings of a target whose source Python may not run (``install.shadowed``)."""
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
         raise PatchspecError(f"spec name {name!r}: use lower-case letters, digits and dashes")
     root = Root.open(root_path)
@@ -88,7 +89,9 @@ def scaffold(name: str, root_path: str, targets: list[str], directory: str) -> l
         for path in files:
             path.unlink()
         raise
-    return [*files, draft.path]
+    read = root.read_text
+    warned = [w for item in hooked for w in shadowed.warnings(root, item.file, item.function, read)]
+    return [*files, draft.path], list(dict.fromkeys(warned))
 
 
 def _check_defined(root: Root, item: Hooked) -> None:

@@ -353,13 +353,14 @@ def _ask(suggestion: str) -> bool:
 def cmd_init(args) -> Outcome:
     from patchspec import init
     from patchspec.releases.cache import pypi_root
-    from patchspec.results import FileAction
+    from patchspec.results import FileAction, Note, NoteKind
 
     root = args.root or str(pypi_root(args.pypi))
-    written = init.scaffold(args.name, root, args.target, args.dir)
+    written, warned = init.scaffold(args.name, root, args.target, args.dir)
     spec = written[0]
-    return Outcome(Exit.OK, [FileAction(str(p), "written") for p in written],
-                   [f"wrote {p}" for p in written] + [
+    return Outcome(Exit.OK, [FileAction(str(p), "written") for p in written] + [Note(NoteKind.WARNING, w)
+                                                                                for w in warned],
+                   [f"warning: {w}" for w in warned] + [f"wrote {p}" for p in written] + [
                        f"next: edit {written[1]}, then: patchspec apply {spec} --root SITE-PACKAGES"])
 
 
@@ -395,9 +396,8 @@ def _span(lines: tuple[int, int] | None) -> str:
 
 def cmd_demo(args) -> Outcome:
     from patchspec import demo
-    from patchspec.cli import main
 
-    return Outcome(demo.run(args.pypi, args.spec or str(demo.DEFAULT_SPEC), main))
+    return Outcome(demo.run(args.pypi, args.spec or str(demo.DEFAULT_SPEC), args.main))
 
 
 VERBS = (
