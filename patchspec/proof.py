@@ -122,6 +122,9 @@ def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
         return None, {**check, "names": bound_names(code)}
     live = kind.live
     params = _params(spec, r)
+    if r.binding:   # the target's own assignment replaced or removed: what its new text binds at that level
+        owner = r.function.rpartition(".")[0]
+        return None, {**check, "how": Live.BINDING.value, "owner": owner, "names": sorted(kind.binds(params).here)}
     if live is Live.BINDING and "parameter" in params:  # evaluated where the def runs: the live defaults show it
         check.update(how=DEFAULT, parameter=params["parameter"], value=params["value"])
     elif live is Live.BINDING and "name" in params:

@@ -11,7 +11,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 
-from patchspec.compiler import gcpause, lint, pattern, rewrite
+import libcst as cst
+
+from patchspec.compiler import gcpause, lint, pattern, rewrite, scope
 from patchspec.compiler.edits import ConflictError, LineEdit, NodeEdit, ResolveError, Status, marked_line
 from patchspec.compiler.emit import render_fragment, splice
 from patchspec.compiler.source import STAND_IN_PREFIX, SourceError, SourceFile, TargetAmbiguous, TargetNotLive
@@ -37,6 +39,9 @@ class Resolved:
     detail: str = ""
     lines: list[int] = field(default_factory=list)
     note: str = ""                   # how the target or anchor was chosen, when that needs saying
+    own: bool = False                # it rewrites the target's own statement (a module- or class-level one)
+    binding: bool = False            # that statement is an assignment replaced or removed, or a definition
+                                     # removed: the module's names show it, not a function's lines
     spec_loc: Loc | None = None      # the transform in the spec file
     edits: list = field(default_factory=list, repr=False)
 
@@ -163,6 +168,11 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, o
                 resolved.spec_loc = transform.at(pattern_keys[0])   # the anchor itself, in the spec
         except SourceError as exc:
             resolved.status, resolved.detail = Status.UNPARSABLE, str(exc)
+        own = [e for e in resolved.edits if isinstance(e, NodeEdit) and e.node is shared.fragment.node
+               and e.action.rewrites]   # the target's own statement rewritten: a definition replaced keeps its name
+        resolved.own = bool(own)
+        resolved.binding = bool(own) and (not isinstance(located.node, scope.SCOPES)
+                                          or not any(isinstance(e.new, cst.BaseStatement) for e in own))
         resolved.note = "; ".join(filter(None, [located.note, *ctx.notes]))
         out.append(resolved)
     return out

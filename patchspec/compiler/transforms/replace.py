@@ -66,4 +66,5 @@ def _binds(params: dict[str, str]) -> Binds:
 REPLACE = Kind("replace", "the one expression or statement matching `pattern` (metavariables `$X`, `$$$XS`) "
                "becomes `by` (an expression for an expression; one or more statements for a statement), "
                "what the metavariables bound written back", {"pattern": Key.REWRITE_PATTERN, "by": Key.REPLACEMENT},
-               replace, actions=(EXPRESSION, STATEMENT, MARK), rewrites=True, binds=_binds, rank=8)
+               replace, actions=(EXPRESSION, STATEMENT, MARK), rewrites=True, binds=_binds, rank=8,
+               any_definition=True)

@@ -105,6 +105,18 @@ CASES = [
                  def f(a):
                      return h(a + 1, key=1)  # patchspec: fix
                  """, id="replace-a-metavariable-argument-keeps-its-keyword-where-an-argument-goes"),
+    pytest.param("_space_re", {"replace": {"pattern": "_space_re = $V",
+                                           "by": '_attr_key_re = re.compile(r"[\\s/>=]", flags=re.ASCII)'}},
+                 r"""
+                 import re
+
+                 _space_re = re.compile(r"\s", flags=re.ASCII)
+                 """,
+                 r"""
+                 import re
+
+                 _attr_key_re = re.compile(r"[\s/>=]", flags=re.ASCII)  # patchspec: fix
+                 """, id="replace-a-module-level-assignment-the-target-names"),
 ]
 
 
