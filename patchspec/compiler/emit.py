@@ -61,15 +61,18 @@ class _ApplyNodeEdits(cst.CSTTransformer):
             if statements and holds_run(statements[0]):
                 guard = (statements[0], group)
                 continue
+            tail: list[cst.EmptyLine] = []   # a replacement's closing comment lines, for the next statement
             if instead:
                 group = [*before, *statements, *after]
                 if not statements:
                     carried += [*lead, *instead]
                     continue
+                tail = [n for n in instead[instead.index(statements[-1]) + 1:] if isinstance(n, cst.EmptyLine)]
             if group:
-                group = [group[0].with_changes(leading_lines=(*carried, *lead)),
+                own = group[0].leading_lines if group[0] is not new else ()   # a replacement's opening comments
+                group = [group[0].with_changes(leading_lines=(*carried, *lead, *own)),
                          *[s.with_changes(leading_lines=()) if s is new else s for s in group[1:]]]
-                carried = []
+                carried = tail
                 out += group
         if guard is not None:
             out.append(fill_run(*guard))
