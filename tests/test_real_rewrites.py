@@ -147,3 +147,52 @@ def test_record_drafts_the_removal_of_a_module_level_name_jinja2_cve_2024_34064(
     text = (root / filters).read_text()
     assert "_space_re" not in text and "# patchspec: attr (removed)\n" in text
     assert main(["check", spec, "--root", str(root)]) == 0
+
+
+OLD_URLLIB3_FIX = '''spec: 1
+name: urllib3-cve-2023-43804
+summary: the Cookie header dropped on a redirect to another host, as an older spec wrote it.
+targets:
+  - id: default
+    file: urllib3/util/retry.py
+    function: Retry
+    transforms:
+      - add_attribute:
+          name: DEFAULT_REMOVE_HEADERS_ON_REDIRECT
+          value: 'frozenset(["Cookie", "Authorization"])'
+          {acknowledge}
+{init}'''
+INIT_DEFAULT = '''  - id: init-default
+    file: urllib3/util/retry.py
+    function: Retry.__init__
+    transforms:
+      - set: {parameter: remove_headers_on_redirect, value: 'frozenset(["Cookie", "Authorization"])'}
+'''
+
+
+@pytest.mark.parametrize("release, init, rules", [
+    pytest.param("urllib3==2.0.5", INIT_DEFAULT, "captured-default, existing-member", id="2.0.5"),
+    pytest.param("urllib3==1.26.16", "", "existing-member", id="1.26.16"),
+])
+def test_an_older_urllib3_cve_spec_applies_with_the_rules_it_acknowledges(release, init, rules, tmp_path, capsys,
+                                                                          copy_root):
+    """urllib3 CVE-2023-43804 as written before the captured-default rule (an add_attribute of the constant,
+    and on 2.x the __init__ default it captured set too): refused with the one line saying what to add, and
+    with that line it applies and the probe sees the fix."""
+    from patchspec.cli import main
+    from tests.cve_probes import probe
+
+    root = copy_root(pypi_root(release))
+    (tmp_path / "fix" / "releases").mkdir(parents=True)
+    (tmp_path / "fix" / "releases" / "any.yaml").write_text("release: any\npackages: {urllib3: '>=1.26'}\n")
+    spec = tmp_path / "fix" / "urllib3-cve-2023-43804.yaml"
+    spec.write_text(OLD_URLLIB3_FIX.format(acknowledge="", init=init))
+    assert main(["check", str(spec), "--root", str(root)]) == 4
+    refused = [line for line in capsys.readouterr().out.splitlines() if line.startswith("not-applicable:")]
+    assert len(refused) == 1 and "default#0 add_attribute Retry" in refused[0]
+    assert f"(a spec that means it says so: `acknowledge: [{rules}]` in this transform)" in refused[0]
+    spec.write_text(OLD_URLLIB3_FIX.format(acknowledge=f"acknowledge: [{rules}]", init=init))
+    code = main(["apply", str(spec), "--root", str(root)])
+    out = capsys.readouterr()
+    assert code == 0, out.out + out.err
+    assert probe("urllib3-cve-2023-43804", root)[0] == "FIXED"

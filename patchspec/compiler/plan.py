@@ -157,7 +157,7 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, o
                     f"plan patches one definition of a name", [located.node.lineno])
     out = []
     for transform in target.transforms:
-        ctx = TargetContext(shared, spec.alias, spec.marker, spec.name)
+        ctx = TargetContext(shared, spec.alias, spec.marker, spec.name, acknowledged=transform.acknowledge)
         resolved = row(transform, Status.OK)
         try:
             resolved.line, resolved.edits = KINDS[transform.kind].resolve(ctx, transform.params)
