@@ -81,6 +81,41 @@ def branch_key(text: str) -> tuple[str, str]:
         return word, rest.strip()
 
 
+def occurrence(text: str | None) -> tuple[str, str | int] | None:
+    """A ``branch`` that picks one of several definitions of a name at one level: ``register(int)`` the
+    singledispatch handler registered for that type (compared as trees), ``definition 2`` the second
+    ``def`` of the name in source order; else None (an ``if``/``try`` block, see ``branch_key``)."""
+    text = (text or "").strip()
+    word, _, rest = text.partition(" ")
+    if word == "definition" and rest.strip().isdigit():
+        return "definition", int(rest)
+    if text.startswith("register(") and text.endswith(")"):
+        try:
+            return "register", ast.dump(ast.parse(text[len("register("):-1], mode="eval").body)
+        except SyntaxError:
+            return None
+    return None
+
+
+def registered_type(node: ast.stmt) -> tuple[str, str] | None:
+    """``(dispatcher, type)`` of a singledispatch handler: ``@fmt.register(int)`` or ``@fmt.register``
+    with its first parameter annotated (the dispatcher dotted as written, the type as source text)."""
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return None
+    for d in node.decorator_list:
+        call = d if isinstance(d, ast.Call) and d.args else None
+        func = call.func if call else d
+        if not (isinstance(func, ast.Attribute) and func.attr == "register"):
+            continue
+        if call is not None:
+            return ast.unparse(func.value), ast.unparse(call.args[0])
+        args = [*node.args.posonlyargs, *node.args.args]
+        first = args[1] if len(args) > 1 and args[0].arg in ("self", "cls") else (args[0] if args else None)
+        if first is not None and first.annotation is not None:
+            return ast.unparse(func.value), ast.unparse(first.annotation)
+    return None
+
+
 def label(path: Path) -> str:
     return path[-1][2] if path else "top level"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from patchspec.cli import main
 from patchspec.releases.cache import pypi_root
-from tests.test_apply import tree
+from tests.verbs.test_apply import tree
 from tests.verify_toy import make_venv
 
 CONFIG = "httpx/_config.py"
