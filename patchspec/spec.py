@@ -14,7 +14,7 @@ from pathlib import Path
 
 import jsonschema
 
-from patchspec.compiler import pattern
+from patchspec.compiler import bounds, pattern
 from patchspec.compiler.transforms import KINDS, transform_schema
 from patchspec.compiler.kind import ACKNOWLEDGE, Key
 from patchspec import yamlloc
@@ -76,11 +76,7 @@ def load_spec(path: str | Path) -> Spec:
     """The spec file at ``path``; what it holds of an older format is said once, as a warning."""
     path = Path(path)
     file = str(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise PatchspecError(f"cannot read spec: {exc.strerror}", file=file) from None
-    spec = load_spec_bytes(raw, file)
+    spec = load_spec_bytes(yamlloc.read(path, "spec"), file)
     for message in spec.deprecations:
         warn(message)
     return spec
@@ -176,6 +172,10 @@ def check_transform_syntax(transform: Transform) -> None:
     kind = KINDS[transform.kind]
     forms = {**kind.pattern_keys, **kind.code_keys}
     for key, value in transform.params.items():
+        too_big = isinstance(value, str) and bounds.refusal(value)   # before any parser reads it
+        if too_big:
+            where = transform.at(key)
+            raise PatchspecError(f"{key}: {too_big}", file=where.file, line=where.line, col=where.col)
         if key in forms:
             _check_pattern(value, forms[key], transform.at(key))
         elif kind.keys.get(key) in (Key.IDENTIFIER, Key.HOOK) and isinstance(value, str) and keyword.iskeyword(value):

@@ -180,12 +180,18 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, o
 
 
 def _did_you_mean(qualname: str, source: SourceFile) -> str:
+    close = close_names(qualname, source)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
+def close_names(qualname: str, source: SourceFile) -> list[str]:
+    """The definitions of ``source`` whose names are nearest ``qualname`` (a missing target's "did you
+    mean"), nearest first."""
     try:
         names = [name for name, _node in source.definitions()]
     except SourceError:
-        return ""
-    close = difflib.get_close_matches(qualname, names, n=3, cutoff=0.6)
-    return f"; did you mean {' or '.join(close)}?" if close else ""
+        return []
+    return difflib.get_close_matches(qualname, names, n=3, cutoff=0.6)
 
 
 @gcpause.paused

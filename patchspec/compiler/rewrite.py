@@ -18,27 +18,6 @@ from patchspec.compiler.context import TargetContext
 from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status, with_marker
 from patchspec.compiler.pattern import metavariable, names_in, placeholders
 
-def consistent(captures: dict) -> dict[str, object] | None:
-    """The captures by metavariable name, when every name used twice matched equal code; else None."""
-    from patchspec.compiler.fingerprint import tokens   # fingerprints read patterns: import here
-
-    by_name: dict[str, object] = {}
-    for key, node in captures.items():
-        name, _, number = key.rpartition("__")
-        if name == "_":
-            continue
-        if name in by_name:
-            first = by_name[name]
-            nodes = (first, node) if isinstance(node, cst.CSTNode) else (tuple(first), tuple(node))
-            if isinstance(node, cst.CSTNode):
-                if list(tokens(first)) != list(tokens(node)):
-                    return None
-            elif [list(tokens(a)) for a in nodes[0]] != [list(tokens(b)) for b in nodes[1]]:
-                return None
-        if number == "0" or name not in by_name:
-            by_name[name] = node
-    return by_name
-
 
 class _Substitute(cst.CSTTransformer):
     def __init__(self, bound: dict[str, object]) -> None:

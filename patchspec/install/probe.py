@@ -1,8 +1,9 @@
 """The probe: run by the root's own interpreter (``python -B -I probe.py``), never imported by patchspec.
 
-It reads one JSON request on stdin and writes one JSON answer on stdout. It must run on every Python from
-3.9 on and import nothing of patchspec: only the standard library, the patched modules and the snippet
-package. Requests (any subset, in this order):
+It reads one JSON request (one line) on stdin and writes one JSON answer (one line) on stdout, then
+waits for stdin to end: patchspec kills every process of the probe first (``processes.py``). It must run
+on every Python from 3.9 on and import nothing of patchspec: only the standard library, the patched
+modules and the snippet package. Requests (any subset, in this order):
 
 - ``find``: top-level module names; answers which ``importlib.util.find_spec`` cannot find (nothing is
   imported: the names are top-level, so no parent package runs).
@@ -29,7 +30,12 @@ MARKER = "# patchspec: "
 
 
 def main():
-    request = json.loads(sys.stdin.read())
+    _adopt_orphans()
+    request = json.loads(sys.stdin.readline())
+    request_fd = os.dup(0)  # not inherited: its end tells this probe patchspec is done with it
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # a module reading stdin reads nothing, as it did when the request was all of it
+    os.close(null)
     answer_fd = os.dup(1)
     os.dup2(2, 1)  # what imported modules print, even from C, goes to stderr
     root = os.path.realpath(request["root"])
@@ -45,7 +51,22 @@ def main():
         answer["modules"], answer["checks"] = _prove(request["modules"], request["snippet_dir"],
                                                      request.get("snippet_module"))
     with os.fdopen(answer_fd, "w") as out:
-        out.write(json.dumps(answer))
+        out.write(json.dumps(answer) + "\n")   # its end: a forked child may hold this pipe open
+    # alive until patchspec has killed what the imports started: their orphans are in this tree
+    with os.fdopen(request_fd, "rb") as rest:
+        rest.read()
+
+
+def _adopt_orphans():
+    """Be the subreaper of what the imports start (Linux): a child whose parent exits, a daemon that
+    forks twice, stays this probe's descendant, where patchspec finds it to kill it."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
+    except (ImportError, OSError, AttributeError):
+        pass
 
 
 def _findable(name):

@@ -17,11 +17,12 @@ from patchspec.install import interpreter, txn
 from patchspec.install.installed import AS_WRITTEN, EDITED, MISSING, REMOVED, REPLACED, PipRecords
 from patchspec.install.root import Root
 from patchspec.install.state import Proof, State, load_state, sha256, writer_active
-from patchspec.prepare import Prepared, applied_specs, binding_problems, compile_spec, prepare, raise_if_upstream
+from patchspec.prepare import Prepared, applied_specs, compile_spec, prepare
 from patchspec.results import FileState, Note, NoteKind, Record, Row, Verdict, notes_of
 from patchspec.spec import load_spec
 from patchspec.verbs.proving import root_interpreter
 from patchspec.verbs.stale import drop_stale
+from patchspec.verdict import binding_problems, raise_if_upstream
 
 
 @dataclass

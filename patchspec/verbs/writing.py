@@ -28,18 +28,12 @@ from patchspec.install.state import (
     sha256,
 )
 from patchspec.model import MARKER
-from patchspec.prepare import (
-    applied_specs,
-    compile_spec,
-    patched_texts,
-    prepare,
-    raise_if_upstream,
-    raise_plan_errors,
-)
+from patchspec.prepare import applied_specs, compile_spec, patched_texts, prepare
 from patchspec.results import Liveness, Note, NoteKind, notes_of
 from patchspec.spec import load_spec, spec_name, spec_text
 from patchspec.verbs.proving import prove_applied, root_interpreter
 from patchspec.verbs.stale import drop_stale
+from patchspec.verdict import raise_if_upstream, raise_plan_errors
 
 
 @dataclass
