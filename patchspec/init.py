@@ -26,6 +26,7 @@ from patchspec.install import installed, shadowed
 from patchspec.install.root import Root
 from patchspec.model import package_of
 from patchspec.releases.new_profile import new_profile
+from patchspec.releases.profiles import profile_path
 
 
 @dataclass(frozen=True)
@@ -70,12 +71,13 @@ def scaffold(name: str, root_path: str, targets: list[str], directory: str) -> t
         raise PatchspecError(f"no installed version found under the root for {', '.join(packages)}",
                              file=str(root.path))
     release = f"{first.distribution or first.package}-{first.version}"
+    profile = profile_path(out / "releases", release, f"the first profile's name (from {first.source})")
     files = {
         out / f"{name}.yaml": _spec_text(name, package, hooked),
         out / "runtime_snippets" / package / "__init__.py": _snippets_text(name, hooked),
         out / "tests" / f"test_{package}.py": _test_text(package, hooked),
     }
-    existing = [str(p) for p in [*files, out / "releases" / f"{release}.yaml"] if p.exists()]
+    existing = [str(p) for p in [*files, profile] if p.exists()]
     if existing:
         raise PatchspecError(f"{existing[0]} exists; nothing was written", file=existing[0])
     for path, text in files.items():
