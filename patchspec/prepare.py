@@ -12,7 +12,7 @@ from pathlib import Path
 from patchspec import snippets
 from patchspec.compiler.plan import Plan, resolve
 from patchspec.errors import PatchspecError
-from patchspec.install import installed, txn
+from patchspec.install import installed, shadowed, txn
 from patchspec.install.pristine import pristine_reader
 from patchspec.install.root import Root
 from patchspec.install.state import State, load_state
@@ -56,6 +56,9 @@ def prepare(spec_path: str, release: str, root_path: str | Root, only: set[str] 
     state = load_state(root) if state is None else state
     read = pristine_reader(root, state)
     plan = resolve([spec], read, root.has_package, only)
+    for target in spec.targets:   # what Python may run instead of the target's source
+        if root.has_package(target.package):
+            warnings += [w for w in shadowed.warnings(root, target.file, target.function, read) if w not in warnings]
     return Prepared(spec, release, root, plan, profile, Path(spec_path).read_bytes(), read, warnings)
 
 

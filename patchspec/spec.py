@@ -16,7 +16,7 @@ import jsonschema
 
 from patchspec.compiler import bounds, pattern
 from patchspec.compiler.transforms import KINDS, transform_schema
-from patchspec.compiler.kind import Key
+from patchspec.compiler.kind import ACKNOWLEDGE, Key
 from patchspec import yamlloc
 from patchspec.errors import PatchspecError, warn
 from patchspec.model import Loc, ObsoleteWhen, Spec, Target, Transform
@@ -146,7 +146,10 @@ def build_spec(data, file: str, sha256: str) -> Spec:
         for index, item in enumerate(raw_target["transforms"]):
             (kind, params), = item.items()
             param_locs = {key: loc(params, key) for key in params}
-            transform = Transform(kind, dict(params), index, loc(raw_target["transforms"], index), param_locs)
+            params = dict(params)
+            acknowledged = frozenset(params.pop(ACKNOWLEDGE, ()))
+            transform = Transform(kind, params, index, loc(raw_target["transforms"], index), param_locs,
+                                  acknowledged)
             check_transform_syntax(transform)
             transforms.append(transform)
         targets.append(Target(raw_target["id"], raw_target["file"], raw_target["function"],

@@ -51,7 +51,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     the release is paired and check, apply and drift name what fails instead of finding no profile."""
     root = Root.open(root_path)
     directory = profiles.releases_dir(spec_paths[0])
-    path = directory / f"{release}.yaml"
+    path = profiles.profile_path(directory, release)
     if path.exists() and not force:
         raise PatchspecError(f"{path.name} exists; --force to replace it", file=str(path))
     previous = profiles.load_profile(directory, old) if old else None
