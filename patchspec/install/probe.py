@@ -169,7 +169,8 @@ def _callers(module, check, shown):
                 or getattr(other, "__module__", package.__name__) == package.__name__:
             continue   # a definition of the package's own, or a value: no re-export of the target
         mine = "%s.%s" % (parts[-1], check["function"])
-        if isinstance(getattr(other, "__code__", None), types.CodeType):
+        ours = (getattr(other, "__module__", None) or "").split(".")[0] == parts[0]
+        if not (ours and _compiled(other)):   # Python code of its own (a function, a partial), another package's
             elsewhere.append("callers of %s reach %s instead" % (public, _whose(other)))
             continue
         return {"live": False, "dead": True, "why": "%s is %s: a patch of %s does not run for callers of %s; %s"
@@ -181,11 +182,19 @@ def _callers(module, check, shown):
     return shown
 
 
+def _compiled(obj):
+    """A C function or a compiled module's function or class (an extension, mypyc, Cython)."""
+    if isinstance(obj, types.BuiltinFunctionType):
+        return True
+    source = getattr(sys.modules.get(getattr(obj, "__module__", None) or ""), "__file__", None) or ""
+    return source.endswith(COMPILED) and (isinstance(obj, type) or not hasattr(obj, "__code__"))
+
+
 def _reaches(obj, target):
-    """``obj`` is ``target``, or leads to it through ``__wrapped__`` or a closure (a wrapper without
-    ``functools.wraps``)."""
+    """``obj`` is ``target``, or leads to it through ``__wrapped__``, a closure (a wrapper without
+    ``functools.wraps``) or a ``functools.partial``."""
     for step in _chain(obj):
-        if step is target:
+        if step is target or getattr(step, "func", None) is target:
             return True
         for cell in getattr(step, "__closure__", None) or ():
             try:
@@ -197,8 +206,12 @@ def _reaches(obj, target):
 
 
 def _whose(obj):
-    """``pkg.mod.name (built-in)``, ``(compiled: FILE)`` or ``(FILE:LINE)``."""
-    name = "%s.%s" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", getattr(obj, "__name__", "?")))
+    """``pkg.mod.name (built-in)``, ``(compiled: FILE)`` or ``(FILE:LINE)``; an object of no name (a
+    ``functools.partial``, an instance) as its repr."""
+    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    if not isinstance(qualname, str):
+        return repr(obj)[:100]
+    name = "%s.%s" % (getattr(obj, "__module__", "?"), qualname)
     code = getattr(obj, "__code__", None)
     if isinstance(code, types.CodeType):
         return "%s (%s:%d)" % (name, code.co_filename, code.co_firstlineno)
