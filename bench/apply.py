@@ -19,7 +19,7 @@ from pathlib import Path
 import libcst
 from cold import cold
 
-from patchspec import ops
+from patchspec.verbs import reading, writing
 from patchspec.prepare import prepare
 from patchspec.releases.cache import git_tag_root, pypi_root
 from patchspec.difftext import unified
@@ -58,7 +58,7 @@ def main() -> None:
         scratch = Path(tmp)
         pristine = fresh_root(scratch, "pristine")
         prepared = prepare(SPEC, "v0.30.0", str(pristine))
-        diff = "".join(unified(rel, old, new) for rel, old, new in ops.diff_texts(prepared))
+        diff = "".join(unified(rel, old, new) for rel, old, new in reading.diff_texts(prepared))
         (scratch / "change.diff").write_text(diff)
         touched = [pristine / rel for rel in prepared.plan.files]
         print(f"spec touches {len(touched)} file(s), "
@@ -66,11 +66,11 @@ def main() -> None:
               + ", ".join(p.relative_to(pristine).as_posix() for p in touched))
         for run in range(args.repeat):
             root = fresh_root(scratch, f"apply{run}")
-            wall, cpu = cold(lambda: ops.apply(SPEC, "v0.30.0", str(root), verify=False))
+            wall, cpu = cold(lambda: writing.apply(SPEC, "v0.30.0", str(root), verify=False))
             figures["apply_s"].append(wall)
             figures["apply_cpu_s"].append(cpu)
             result = []
-            wall, cpu = cold(lambda: result.append(ops.check(SPEC, "v0.30.0", str(root))))
+            wall, cpu = cold(lambda: result.append(reading.check(SPEC, "v0.30.0", str(root))))
             figures["check_s"].append(wall)
             figures["check_cpu_s"].append(cpu)
             assert result[0].code == 0, result[0].lines

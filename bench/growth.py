@@ -24,7 +24,7 @@ from pathlib import Path
 
 from cold import cold
 
-from patchspec import ops
+from patchspec.verbs import reading, writing
 
 SNIPPETS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "demo_spec" / "snips"
 TARGETS = (1, 10, 25, 50, 100)
@@ -84,8 +84,8 @@ def measure(scratch: Path, name: str, targets: int, profile_count: int, repeat: 
     runs: dict[str, list[float]] = {"apply_s": [], "apply_cpu_s": [], "check_s": [], "check_cpu_s": []}
     for run in range(repeat):
         root = make_root(scratch / name / f"root{run}", targets)
-        for verb, timing in (("apply", cold(lambda: ops.apply(spec, "auto", str(root), verify=False))),
-                             ("check", cold(lambda: result.append(ops.check(spec, "auto", str(root)))))):
+        for verb, timing in (("apply", cold(lambda: writing.apply(spec, "auto", str(root), verify=False))),
+                             ("check", cold(lambda: result.append(reading.check(spec, "auto", str(root)))))):
             runs[f"{verb}_s"].append(timing[0])
             runs[f"{verb}_cpu_s"].append(timing[1])
         assert result.pop().code == 0

@@ -18,7 +18,7 @@ sys.path.insert(0, str(REPO / "tests" / "e2e"))
 
 import e2e_harness as h  # noqa: E402
 
-from patchspec import ops  # noqa: E402
+from patchspec.verbs import proving, writing# noqa: E402
 
 SPECS = [REPO / "specs" / f"{name}.yaml" for name in ("cpu-pipeline-eager", "pipeline-parallel", "pipeline-transfer")]
 
@@ -35,12 +35,12 @@ def main() -> None:
     try:
         for spec in SPECS:
             start = time.perf_counter()
-            ops.apply(str(spec), "auto", str(root))
+            writing.apply(str(spec), "auto", str(root))
             applied.append(spec)
             print(f"apply {spec.stem} with its proof: {time.perf_counter() - start:.2f}s", flush=True)
         for run in range(args.repeat):
             start = time.perf_counter()
-            shown = [ops.verify(str(spec), str(root)) for spec in SPECS]
+            shown = [proving.verify(str(spec), str(root)) for spec in SPECS]
             figures["verify_s"].append(time.perf_counter() - start)
             figures["transforms"].append(sum(len(p.rows) for p in shown))
             assert not any(p.failed for p in shown), [r.detail for p in shown for r in p.failed]
@@ -48,7 +48,7 @@ def main() -> None:
                   flush=True)
     finally:
         for spec in applied:
-            ops.unapply(str(spec), str(root))
+            writing.unapply(str(spec), str(root))
     med = {k: statistics.median(v) for k, v in figures.items()}
     print(f"release={args.release} specs={len(SPECS)} transforms={med['transforms']:.0f} "
           f"verify_s={med['verify_s']:.2f} per_spec_s={med['verify_s'] / len(SPECS):.2f}")

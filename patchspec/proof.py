@@ -17,11 +17,12 @@ from typing import ClassVar
 
 import libcst as cst
 
+from patchspec.compiler import scope
 from patchspec.compiler.edits import NodeEdit, Status
 from patchspec.compiler.plan import RUNTIME_PACKAGE, Plan, Resolved
 from patchspec.compiler.source import SourceError, SourceFile
 from patchspec.compiler.transforms import KINDS
-from patchspec.compiler.transforms.kind import Key, Live
+from patchspec.compiler.kind import Key, Live
 from patchspec.install import interpreter
 from patchspec.install.root import Root
 from patchspec.install.state import State, sha256
@@ -52,10 +53,14 @@ class Proof:
     rows: list[Row]                        # one per transform of the spec's applied files
     modules: list[ModuleImport] = field(default_factory=list)
     interpreter: str = ""
+    dead: list[Row] = field(default_factory=list)   # not live, and no source patch can be (compiled code runs)
 
     @property
     def failed(self) -> list[Row]:
         return [r for r in self.rows if r.status == Liveness.NOT_LIVE]
+
+
+DEFAULT = "default"   # the probe's check of a parameter's default: the live function's __defaults__
 
 
 def module_name(rel: str) -> str:
@@ -83,7 +88,7 @@ def prove(root: Root, spec: Spec, plan: Plan, state: State, python: interpreter.
         "modules": list(modules.values()), "snippet_dir": snippet_dir,
         "snippet_module": package and f"{RUNTIME_PACKAGE}.{package}"}, timeout)
     imported = answer["modules"]
-    out = []
+    out, dead = [], []
     for number, r in enumerate(rows):
         if static[number] is not None:
             out.append(Row(r, Liveness.NOT_LIVE, static[number]))
@@ -99,8 +104,10 @@ def prove(root: Root, spec: Spec, plan: Plan, state: State, python: interpreter.
                 f"importing {module_name(r.file)} failed in the spec's code: {module.get('detail', '?')}")))
         else:
             out.append(Row(r, Liveness.LIVE if shown["live"] else Liveness.NOT_LIVE, shown["why"]))
+            if shown.get("dead"):
+                dead.append(out[-1])
     module_rows = [ModuleImport(name, Imported(info["status"]), info["detail"]) for name, info in imported.items()]
-    return Proof(out, module_rows, f"{python.path} ({answer['version']}, {python.how})")
+    return Proof(out, module_rows, f"{python.path} ({answer['version']}, {python.how})", dead)
 
 
 def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
@@ -115,8 +122,11 @@ def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
         code = next(v for k, v in _params(spec, r).items() if kind.keys[k] is Key.CODE)
         return None, {**check, "names": bound_names(code)}
     live = kind.live
-    if live is Live.BINDING and set(_params(spec, r)) & {"parameter", "name"}:
-        live = Live.CODE_LINES   # a default or an assignment inside a function: the function's code shows it
+    params = _params(spec, r)
+    if live is Live.BINDING and "parameter" in params:  # evaluated where the def runs: the live defaults show it
+        check.update(how=DEFAULT, parameter=params["parameter"], value=params["value"])
+    elif live is Live.BINDING and "name" in params:
+        live = Live.CODE_LINES   # an assignment inside a function: the function's code shows it
         check["how"] = live.value
     elif live is Live.BINDING:  # the names it binds at the target's level, else the target's own name
         owner, _, name = r.function.rpartition(".")
@@ -129,6 +139,10 @@ def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
     if node is None:
         return f"{r.function} is not defined in {r.file} as patched", {}
     check["first_line"] = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    registered = scope.registered_type(node)
+    if registered:   # a singledispatch handler: what dispatch calls is in its dispatcher's registry
+        owner = r.function.rpartition(".")[0]
+        check["dispatcher"] = f"{owner}.{registered[0]}" if owner else registered[0]
     if kind.live is Live.CLASS_MEMBER:
         name = next(v for k, v in _params(spec, r).items() if kind.keys[k] is Key.IDENTIFIER)
         return None, {**check, "name": name, "method": kind.hook is not None}

@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 import keyword
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
@@ -12,7 +13,7 @@ from patchspec.compiler import pattern, snippet_api
 from patchspec.compiler.plan import RUNTIME_PACKAGE
 from patchspec.compiler.source import SourceFile
 from patchspec.compiler.transforms import KINDS
-from patchspec.compiler.transforms.kind import Hook
+from patchspec.compiler.kind import Hook
 from patchspec.errors import PatchspecError
 from patchspec.model import Spec
 from patchspec.install.root import Root
@@ -36,12 +37,28 @@ def package_dir(spec: Spec) -> Path:
                          line=where.line if where else None, col=where.col if where else None)
 
 
+@dataclass(frozen=True)
+class PackageFiles:
+    """A snippet package on disk, as the compiler reads it (``snippet_api.PackageSource``)."""
+
+    root: Path
+
+    def read(self, path: Path) -> str:
+        return path.read_text(encoding="utf-8")
+
+    def is_file(self, path: Path) -> bool:
+        return path.is_file()
+
+    def files(self) -> list[Path]:
+        return sorted(self.root.rglob("*.py"))
+
+
 def read_package(read, spec: Spec):
     """``snippet_api.exports`` or ``declared_uses`` of the spec's package; a broken package is a user error."""
     if spec.snippet_package is None:
         return {}
     try:
-        return read(package_dir(spec))
+        return read(PackageFiles(package_dir(spec)))
     except snippet_api.SnippetError as exc:
         raise PatchspecError(f"snippet package {spec.snippet_package}: {exc.message}", file=str(exc.path),
                              line=exc.line) from None

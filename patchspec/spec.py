@@ -14,9 +14,9 @@ from pathlib import Path
 
 import jsonschema
 
-from patchspec.compiler import pattern
+from patchspec.compiler import bounds, pattern
 from patchspec.compiler.transforms import KINDS, transform_schema
-from patchspec.compiler.transforms.kind import Key
+from patchspec.compiler.kind import Key
 from patchspec import yamlloc
 from patchspec.errors import PatchspecError, warn
 from patchspec.model import Loc, ObsoleteWhen, Spec, Target, Transform
@@ -76,14 +76,17 @@ def load_spec(path: str | Path) -> Spec:
     """The spec file at ``path``; what it holds of an older format is said once, as a warning."""
     path = Path(path)
     file = str(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise PatchspecError(f"cannot read spec: {exc.strerror}", file=file) from None
-    spec = load_spec_bytes(raw, file)
+    spec = load_spec_bytes(yamlloc.read(path, "spec"), file)
     for message in spec.deprecations:
         warn(message)
     return spec
+
+
+def spec_name(spec_name_or_path: str) -> str:
+    """The name of an applied spec given by its name or by its file."""
+    if spec_name_or_path.endswith((".yaml", ".yml")) or "/" in spec_name_or_path:
+        return load_spec(spec_name_or_path).name
+    return spec_name_or_path
 
 
 def spec_text(raw: bytes, where: str) -> str:
@@ -166,6 +169,10 @@ def check_transform_syntax(transform: Transform) -> None:
     kind = KINDS[transform.kind]
     forms = {**kind.pattern_keys, **kind.code_keys}
     for key, value in transform.params.items():
+        too_big = isinstance(value, str) and bounds.refusal(value)   # before any parser reads it
+        if too_big:
+            where = transform.at(key)
+            raise PatchspecError(f"{key}: {too_big}", file=where.file, line=where.line, col=where.col)
         if key in forms:
             _check_pattern(value, forms[key], transform.at(key))
         elif kind.keys.get(key) in (Key.IDENTIFIER, Key.HOOK) and isinstance(value, str) and keyword.iskeyword(value):

@@ -99,6 +99,7 @@ def _main(argv: list[str] | None) -> int:
     forget_warnings()
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.main = main   # the entry point, for a verb that runs other verbs (demo): cli.verbs imports no cli
     try:
         _locate_specs(args.run, args)
         outcome = args.run.run(args)

@@ -18,7 +18,7 @@ from patchspec.errors import Exit, Location
 from patchspec.results import Record
 
 # the modules that declare records: results (shared by every verb), and the layers that own the others
-RECORD_MODULES = ("patchspec.results", "patchspec.ops", "patchspec.proof", "patchspec.releases.report",
+RECORD_MODULES = ("patchspec.results", "patchspec.verbs.reading", "patchspec.proof", "patchspec.releases.report",
                   "patchspec.releases.matrix")
 FILE = Path(__file__).resolve().parent.parent / "schema" / "output.schema.json"
 

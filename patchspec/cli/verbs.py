@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import posixpath
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -110,8 +112,8 @@ def cmd_compile(args) -> Outcome:
     out.results += [Row(r) for r in prepared.plan.resolved]
     out.lines += [plan_line(r) for r in prepared.plan.resolved]
     if args.output:
-        for rel, text in texts.items():
-            _write_output(Path(args.output), rel, text)
+        _write_output(args.output, prepared.root.path, texts)
+        for rel in texts:
             out.results.append(FileAction(rel, "written", args.output))
         out.lines.append(f"wrote {len(texts)} file(s) under {args.output}")
     drifted = report.drift(args.spec, args.root, prepared.release)
@@ -120,12 +122,34 @@ def cmd_compile(args) -> Outcome:
     return out
 
 
-def _write_output(out: Path, rel: str, text: str) -> None:
-    try:
-        (out / rel).parent.mkdir(parents=True, exist_ok=True)
-        (out / rel).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise PatchspecError(f"cannot write the compiled file: {exc.strerror}", file=str(out / rel)) from None
+def _write_output(output: str, root: Path, texts: dict[str, str]) -> None:
+    """``compile -o OUT``: copies of the patched files under OUT, a directory outside the root (patching the
+    root is apply's, journaled and with pristine copies). Every path is checked before anything is written
+    (``root.inside``: none leaves OUT, none lands in the root), and each file is written new and renamed
+    over its place, so no file is written through a link."""
+    from patchspec.install.root import inside
+
+    out = Path(os.path.realpath(output))
+    if out == root or root in out.parents:
+        raise PatchspecError(f"-o {output} is inside the root ({root}): compile writes copies elsewhere; "
+                             "`patchspec apply` patches the root; nothing was written", file=output)
+    targets = {}
+    for rel in texts:   # the file's directory must stay in OUT; the file itself, a link or not, is replaced
+        folder, name = posixpath.split(posixpath.normpath(rel))
+        targets[rel] = out / (inside(out, folder, "compiled file", f"-o {output}") if folder else "") / name
+    for rel, target in targets.items():
+        if root in target.parents:
+            raise PatchspecError(f"compiled file {rel!r} would land inside the root ({root}) through -o {output}; "
+                                 "nothing was written", file=str(target))
+    for rel, target in targets.items():
+        tmp = target.with_name(target.name + ".patchspec-tmp")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "wb") as handle:
+                handle.write(texts[rel].encode("utf-8"))
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise PatchspecError(f"cannot write the compiled file: {exc.strerror}", file=str(target)) from None
 
 
 def _notes(notes) -> Outcome:
@@ -135,10 +159,10 @@ def _notes(notes) -> Outcome:
 
 
 def cmd_apply(args) -> Outcome:
-    from patchspec import ops
+    from patchspec.verbs import writing
     from patchspec.results import FileAction, Row
 
-    result = ops.apply(args.spec, args.release, args.root, _only(args), args.lock_timeout,
+    result = writing.apply(args.spec, args.release, args.root, _only(args), args.lock_timeout,
                        verify=not args.no_verify, python=args.python, timeout=args.timeout)
     out = _notes(result.notes)
     for r in result.skipped:
@@ -177,15 +201,15 @@ def _proof(shown) -> Outcome:
 
 
 def cmd_verify(args) -> Outcome:
-    from patchspec import ops
+    from patchspec.verbs import proving
 
-    return _proof(ops.verify(args.spec, args.root, args.python, args.timeout))
+    return _proof(proving.verify(args.spec, args.root, args.python, args.timeout))
 
 
 def cmd_unapply(args) -> Outcome:
-    from patchspec import ops
+    from patchspec.verbs import writing
 
-    result = ops.unapply(args.spec, args.root, args.force, args.lock_timeout, args.python)
+    result = writing.unapply(args.spec, args.root, args.force, args.lock_timeout, args.python)
     return _files(_notes(result.notes), result.actions)
 
 
@@ -199,41 +223,41 @@ def _files(out: Outcome, actions: list[tuple[str, str]]) -> Outcome:
 
 
 def cmd_recover(args) -> Outcome:
-    from patchspec import ops
+    from patchspec.verbs import writing
 
-    return _notes(ops.recover(args.root, args.lock_timeout))
+    return _notes(writing.recover(args.root, args.lock_timeout))
 
 
 def cmd_forget(args) -> Outcome:
-    from patchspec import ops
+    from patchspec.verbs import writing
 
-    return _files(Outcome(Exit.OK), ops.forget(args.spec, args.root, args.lock_timeout))
+    return _files(Outcome(Exit.OK), writing.forget(args.spec, args.root, args.lock_timeout))
 
 
 def cmd_status(args) -> Outcome:
-    from patchspec import ops
+    from patchspec.verbs import reading
 
-    result = ops.status(args.root)
+    result = reading.status(args.root)
     return Outcome(result.code, result.results, result.lines)
 
 
 def cmd_check(args) -> Outcome:
-    from patchspec import ops
+    from patchspec.verbs import reading
     from patchspec.cli.present import check_line
 
-    result = ops.check(args.spec, args.release, args.root, _only(args))
+    result = reading.check(args.spec, args.release, args.root, _only(args))
     return Outcome(result.code, result.rows + result.problems,
                    [check_line(r) for r in result.rows] + [p.text for p in result.problems])
 
 
 def cmd_diff(args) -> Outcome:
-    from patchspec import ops
+    from patchspec.verbs import reading
     from patchspec.difftext import unified
     from patchspec.prepare import prepare
     from patchspec.results import Diff
 
     prepared = prepare(args.spec, args.release, args.root, _only(args))
-    pieces = [(rel, unified(rel, old, new)) for rel, old, new in ops.diff_texts(prepared)
+    pieces = [(rel, unified(rel, old, new)) for rel, old, new in reading.diff_texts(prepared)
               if old is not None or not args.patched_only]
     text = "".join(piece for _, piece in pieces)
     if not args.json:
@@ -261,12 +285,12 @@ def cmd_validate(args) -> Outcome:
     count = sum(len(t.transforms) for t in spec.targets)
     where = ""
     if args.root:
-        from patchspec import ops
+        from patchspec.verbs import reading
         from patchspec.prepare import compile_spec, prepare
 
         prepared = prepare(args.spec, args.release, args.root)
         compile_spec(prepared)   # refuses as compile, check and apply do
-        ops.check_snippet_imports(prepared, args.python)
+        reading.check_snippet_imports(prepared, args.python)
         where = f"; holds on {args.root} (release {prepared.release})"
     return Outcome(Exit.OK, [SpecSummary(spec.name, len(spec.targets), count)],
                    [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms{where}"])
@@ -329,23 +353,25 @@ def _ask(suggestion: str) -> bool:
 def cmd_init(args) -> Outcome:
     from patchspec import init
     from patchspec.releases.cache import pypi_root
-    from patchspec.results import FileAction
+    from patchspec.results import FileAction, Note, NoteKind
 
     root = args.root or str(pypi_root(args.pypi))
-    written = init.scaffold(args.name, root, args.target, args.dir)
+    written, warned = init.scaffold(args.name, root, args.target, args.dir)
     spec = written[0]
-    return Outcome(Exit.OK, [FileAction(str(p), "written") for p in written],
-                   [f"wrote {p}" for p in written] + [
+    return Outcome(Exit.OK, [FileAction(str(p), "written") for p in written] + [Note(NoteKind.WARNING, w)
+                                                                                for w in warned],
+                   [f"warning: {w}" for w in warned] + [f"wrote {p}" for p in written] + [
                        f"next: edit {written[1]}, then: patchspec apply {spec} --root SITE-PACKAGES"])
 
 
 def cmd_record(args) -> Outcome:
-    from patchspec import ops, record
+    from patchspec import record
+    from patchspec.verbs import writing
     from patchspec.releases.new_profile import new_profile
     from patchspec.results import FileAction
 
     done = record.record(args.name, args.root, args.upstream, args.before, tuple(args.target), args.dir,
-                         apply_edit=lambda spec, root: ops.apply(spec, "auto", root).files,
+                         apply_edit=lambda spec, root: writing.apply(spec, "auto", root).files,
                          new_profile=lambda release, root, spec: new_profile(release, root, [spec]).path)
     results = [FileAction(str(p), "written") for p in done.written]
     results += [FileAction(rel, "replaced by the spec applied") for rel in done.applied]
@@ -370,9 +396,8 @@ def _span(lines: tuple[int, int] | None) -> str:
 
 def cmd_demo(args) -> Outcome:
     from patchspec import demo
-    from patchspec.cli import main
 
-    return Outcome(demo.run(args.pypi, args.spec or str(demo.DEFAULT_SPEC), main))
+    return Outcome(demo.run(args.pypi, args.spec or str(demo.DEFAULT_SPEC), args.main))
 
 
 VERBS = (

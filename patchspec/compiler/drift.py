@@ -20,7 +20,7 @@ from patchspec.compiler.edits import Status
 from patchspec.compiler.plan import Plan, Resolved, resolve
 from patchspec.compiler.source import SourceError, SourceFile, span
 from patchspec.compiler.transforms import CLASS_KINDS, KINDS
-from patchspec.compiler.transforms.context import Definition
+from patchspec.compiler.context import Definition
 from patchspec.model import Loc, ObsoleteWhen, Spec, Target, Transform, package_of
 
 UNCHANGED = "unchanged"            # fingerprint equals the recorded one, every anchor holds

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import libcst as cst
 import libcst.matchers as m
 
+from patchspec.compiler import bounds
 from patchspec.errors import PatchspecError
 
 
@@ -92,6 +93,9 @@ def parse(text: str, form: str) -> cst.CSTNode:
     """Parse a pattern or code string; ``form`` is statement, expression, code or statement_or_expression.
     Parsed once per text: a spec's strings are checked when it loads and read again when it resolves, and
     libcst nodes are immutable, so one tree serves every use."""
+    too_big = bounds.refusal(text)
+    if too_big:
+        raise PatternError(too_big)
     source = textwrap.dedent(text).strip("\n")
     if form in ("rewrite", "statements", "replacement"):
         return _parse_rewrite(placeholders(source), form)

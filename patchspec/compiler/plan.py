@@ -16,7 +16,7 @@ from patchspec.compiler.edits import ConflictError, LineEdit, NodeEdit, ResolveE
 from patchspec.compiler.emit import render_fragment, splice
 from patchspec.compiler.source import STAND_IN_PREFIX, SourceError, SourceFile, TargetAmbiguous, TargetNotLive
 from patchspec.compiler.transforms import KINDS
-from patchspec.compiler.transforms.context import Definition, TargetContext
+from patchspec.compiler.context import Definition, TargetContext
 from patchspec.model import Loc, Spec, Target
 
 RUNTIME_PACKAGE = "_patchspec_runtime"
@@ -169,12 +169,18 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, o
 
 
 def _did_you_mean(qualname: str, source: SourceFile) -> str:
+    close = close_names(qualname, source)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
+def close_names(qualname: str, source: SourceFile) -> list[str]:
+    """The definitions of ``source`` whose names are nearest ``qualname`` (a missing target's "did you
+    mean"), nearest first."""
     try:
         names = [name for name, _node in source.definitions()]
     except SourceError:
-        return ""
-    close = difflib.get_close_matches(qualname, names, n=3, cutoff=0.6)
-    return f"; did you mean {' or '.join(close)}?" if close else ""
+        return []
+    return difflib.get_close_matches(qualname, names, n=3, cutoff=0.6)
 
 
 @gcpause.paused
@@ -261,7 +267,9 @@ def _slot(r: Resolved, edit) -> tuple[tuple | None, str]:
 def _check_rewrites(rows: list[Resolved], definitions: dict) -> None:
     """A rewrite (replace, remove, set) must leave every other spec's edit where it was matched: refused
     when another spec's edit is on the rewritten code, inside it, or on a statement or call holding it (its
-    anchor would change); the target definition itself (a wrap, a class member) does not count."""
+    anchor would change); the target definition itself (a wrap, a class member) does not count. Within one
+    spec, another transform's edit inside the rewritten code (or a second rewrite of the same code) would be
+    lost, as the rewrite puts new code in its place: refused too, naming both transforms."""
     placed = [(r, e) for r in rows for e in r.edits if isinstance(e, NodeEdit) and e.action.anchors]
     for r, edit in placed:
         if not edit.action.rewrites:
@@ -270,9 +278,18 @@ def _check_rewrites(rows: list[Resolved], definitions: dict) -> None:
         inside = rewrite.subtree(edit.node)
         around = {id(n) for n in definition.ancestors(edit.node)} - {id(definition.fragment.node)}
         for other, theirs in placed:
-            if other.spec == r.spec or id(theirs.node) == id(definition.fragment.node):
+            if other is r or id(theirs.node) == id(definition.fragment.node):
                 continue
             if (other.file, other.function) != (r.file, r.function):
+                continue
+            if other.spec == r.spec:
+                same = theirs.node is edit.node
+                if (id(theirs.node) in inside and not same) or (same and theirs.action.rewrites):
+                    raise ConflictError(
+                        f"spec {r.spec}: {r.target}#{r.index} ({r.kind}, line {r.line}) rewrites the code that "
+                        f"{other.target}#{other.index} ({other.kind}, line {other.line}) edits, so that edit would be "
+                        f"lost: write it into the replacement of {r.target}#{r.index}, or narrow that pattern",
+                        r.file, r.line, [loc for loc in (other.spec_loc, r.spec_loc) if loc])
                 continue
             if id(theirs.node) in inside or id(theirs.node) in around:
                 raise ConflictError(

@@ -4,34 +4,19 @@ A pattern or replacement is read as Python after each metavariable is turned int
 (``$X`` -> ``__ps_one_X__0``, numbered by occurrence so that a name used twice can be held equal);
 ``compiler.pattern`` turns a placeholder into a capturing matcher, and ``substitute`` writes what was
 captured back into the replacement. Outside string literals only: a ``$`` inside a string is text.
+
+It also holds what several kinds share (``transforms/`` holds only kinds): the one place a pattern or a
+run of statements matches in a target, and the marker on the line of a rewritten expression.
 """
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
-from patchspec.compiler.edits import with_marker
+from patchspec.compiler import pattern
+from patchspec.compiler.context import TargetContext
+from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status, with_marker
 from patchspec.compiler.pattern import metavariable, names_in, placeholders
-
-def consistent(captures: dict) -> dict[str, object] | None:
-    """The captures by metavariable name, when every name used twice matched equal code; else None."""
-    from patchspec.compiler.fingerprint import tokens   # fingerprints read patterns: import here
-
-    by_name: dict[str, object] = {}
-    for key, node in captures.items():
-        name, _, number = key.rpartition("__")
-        if name == "_":
-            continue
-        if name in by_name:
-            first = by_name[name]
-            nodes = (first, node) if isinstance(node, cst.CSTNode) else (tuple(first), tuple(node))
-            if isinstance(node, cst.CSTNode):
-                if list(tokens(first)) != list(tokens(node)):
-                    return None
-            elif [list(tokens(a)) for a in nodes[0]] != [list(tokens(b)) for b in nodes[1]]:
-                return None
-        if number == "0" or name not in by_name:
-            by_name[name] = node
-    return by_name
 
 
 class _Substitute(cst.CSTTransformer):
@@ -58,8 +43,11 @@ class _Substitute(cst.CSTTransformer):
 
     def _sequence_item(self, original, updated):
         found = self._captured(original)
-        if found is None or found[0] != "run":
+        if found is None:
             return updated
+        if found[0] == "one":   # a `$X` argument captured the whole argument (a keyword or star included)
+            value = found[1]
+            return value.with_changes(comma=updated.comma) if type(value) is type(updated) else updated
         values = list(found[1])
         return cst.FlattenSentinel(values) if values else cst.RemoveFromParent()
 
@@ -67,9 +55,13 @@ class _Substitute(cst.CSTTransformer):
 
     def leave_Name(self, original, updated):
         found = self._captured(original)
-        if found is None or found[0] != "one" or not isinstance(found[1], cst.BaseExpression):
+        if found is None or found[0] != "one":
             return updated
-        return found[1]
+        value = found[1]
+        if isinstance(value, cst.Arg | cst.Element) and not getattr(value, "keyword", None) \
+                and not getattr(value, "star", ""):
+            value = value.value   # captured as an argument, written where an expression goes
+        return value if isinstance(value, cst.BaseExpression) else updated
 
 
 def substitute(node: cst.CSTNode, bound: dict[str, object]) -> cst.CSTNode:
@@ -161,3 +153,66 @@ def subtree(node: cst.CSTNode) -> set[int]:
 
     node.visit(Collect())
     return found
+
+
+def find_runs(ctx: TargetContext, patterns: list[cst.BaseStatement]) -> list[tuple[cst.IndentedBlock, int, int]]:
+    """Every (block, first, end) whose statements ``first:end`` match the pattern's statements."""
+    wanted = m.IndentedBlock(body=[pattern._item_matcher(p) for p in patterns])
+    last = pattern.to_matcher(patterns[-1])
+    out = []
+    for block in ctx.definition._nodes.get(cst.IndentedBlock, ()):
+        body = block.body
+        for first in range(len(body)):
+            for end in range(first + 1, len(body) + 1):
+                if m.matches(body[end - 1], last) and m.matches(cst.IndentedBlock(body=body[first:end]), wanted):
+                    out.append((block, first, end))
+    return out
+
+
+def _swap(node: cst.CSTNode, news: list) -> cst.CSTNode:
+    """An expression's replacement keeps the parentheses around it (its layout in the statement)."""
+    new = news[0]
+    if getattr(node, "lpar", None) and not getattr(new, "lpar", None):
+        return new.with_changes(lpar=node.lpar, rpar=node.rpar)
+    return new
+
+
+def _mark(node: cst.CSTNode, news: list) -> cst.CSTNode:
+    for marker in news:
+        node = mark_statement(node, marker.value)
+    return node
+
+
+EXPRESSION = Action("replace-expression", Place.NODE, apply=_swap, rewrites=True)
+MARK = Action("mark", Place.NODE, apply=_mark, stage=9, lint=lambda new: None, anchors=False)
+
+
+def marker_edit(ctx: TargetContext, node: cst.CSTNode) -> NodeEdit:
+    """The marker on the line of the statement that holds a rewritten expression."""
+    return NodeEdit(MARK, ctx.definition.statement_of(node), cst.Comment(ctx.marker), ctx.owner)
+
+
+def find_rewritten(ctx: TargetContext, text: str, what: str) -> tuple[cst.CSTNode, dict]:
+    """The one node matching a rewrite pattern, with its captures; zero or several is a ResolveError."""
+    matcher = pattern.to_matcher(pattern.parse(text, "rewrite"))
+    found = [(n, b) for n, b in ctx.definition.find_bound(matcher) if n is not ctx.fragment.node]
+    if len(found) != 1:
+        raise ResolveError(Status.MISSING if not found else Status.AMBIGUOUS, what,
+                           sorted({ctx.line_of(ctx.definition.statement_of(n)) for n, _ in found}))
+    return found[0]
+
+
+def held(ctx: TargetContext, code: str) -> set[int] | None:
+    """The nodes (by id) of the one place the target holds ``code`` (metavariables as wildcards), or None
+    when it holds it nowhere or in several places."""
+    try:
+        parsed = pattern.parse(code, "replacement")
+    except pattern.PatternError:
+        return None
+    if isinstance(parsed, cst.Module) and len(parsed.body) > 1:
+        runs = find_runs(ctx, list(parsed.body))
+        return set().union(*(subtree(s) for s in runs[0][0].body[runs[0][1]:runs[0][2]])) if len(runs) == 1 \
+            else None
+    node = parsed.body[0] if isinstance(parsed, cst.Module) else parsed
+    found = ctx.definition.find_bound(pattern.to_matcher(node))
+    return subtree(found[0][0]) if len(found) == 1 else None

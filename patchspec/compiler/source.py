@@ -112,7 +112,8 @@ class SourceFile:
         ``except <type>``, ``finally``: the innermost block) bind the name, ``branch`` picks one; without it
         that is ``TargetAmbiguous``, a fallback definition included (the other branch may be the one that
         runs). With ``assignments``, a name whose live binding is a plain assignment (``NAME = ...``,
-        ``Class.NAME = ...`` in the class body) names that assignment (the ``set`` kind edits it)."""
+        ``Class.NAME = ...`` in the class body) names that assignment (the ``set`` kind edits it).
+        ``prop = property(fget, fset)`` names its functions the same way."""
         scope_body: list[ast.stmt] = self.tree.body
         notes: list[str] = []
         found: DefNode | None = None
@@ -148,6 +149,8 @@ class SourceFile:
         accessor = [b for b in every if scope.accessor_of(b.node, part)]
         wrapping = [b for b in every if not b.is_def and scope.keeps(b.node, part)]
         bindings = [b for b in every if b not in stubs and b not in accessor and b not in wrapping]
+        if scope.occurrence(branch) is not None and sum(b.is_def for b in bindings) > 1:
+            return self._occurrence(bindings, part, branch, notes), None
         live = [b for b in bindings if not any(o.line > b.line and scope.encloses(o.path, b.path) for o in bindings)]
         replaced = [b for b in bindings if b not in live]
         if branch is not None and len(live) > 1:
@@ -170,6 +173,9 @@ class SourceFile:
         chosen = live[0]
         if assignment and is_assignment(chosen.node, part):
             return chosen.node, None
+        accessors = scope.property_call(chosen.node, part)
+        if accessors is not None and not chosen.path:   # ``value = property(_get, _set)``: its functions
+            return self._property_functions(body, part, accessors, chosen.line, notes)
         if not chosen.is_def:
             defs = [b for b in replaced if b.is_def]
             where = f" after its definition at line {defs[-1].line}" if defs else ""
@@ -178,7 +184,13 @@ class SourceFile:
         node = chosen.node
         if stubs:
             notes.append(f"{len(stubs)} @overload stub{'s' if len(stubs) > 1 else ''} of {part} skipped")
-        if replaced:
+        handlers = [b for b in replaced if scope.registered_type(b.node)]
+        if handlers:
+            listed = ", ".join(f"register({scope.registered_type(b.node)[1]}) at line {b.line}" for b in handlers)
+            notes.append(f"{part} is defined {len(replaced) + 1} times; this is the last (line {node.lineno}); the "
+                         f"singledispatch handlers before it ({listed}) are chosen with `branch: register(TYPE)` "
+                         f"or `branch: definition N`")
+        elif replaced:
             notes.append(f"{part} is defined {len(replaced) + 1} times; the last at its level (line "
                          f"{node.lineno}) is live")
         if chosen.path:
@@ -198,6 +210,43 @@ class SourceFile:
             kinds[scope.accessor_of(b.node, part)] = b.node
         getter = kinds.pop("getter", node)
         return getter, kinds
+
+    def _occurrence(self, bindings: list[scope.Binding], part: str, branch: str, notes: list[str]) -> DefNode:
+        """The definition ``branch`` picks among several of ``part`` (``register(int)``, ``definition 2``):
+        live when it is the last binding or a singledispatch handler (the dispatcher keeps it)."""
+        how, value = scope.occurrence(branch)
+        defs = [b for b in bindings if b.is_def]
+        if how == "definition":
+            chosen = defs[value - 1] if 0 < value <= len(defs) else None
+        else:
+            chosen = next((b for b in defs if (scope.registered_type(b.node) or ("", ""))[1]
+                           and scope.occurrence(f"register({scope.registered_type(b.node)[1]})") == (how, value)),
+                          None)
+        if chosen is None:
+            listed = ", ".join(f"line {b.line}" + (f" register({scope.registered_type(b.node)[1]})"
+                                                   if scope.registered_type(b.node) else "") for b in defs)
+            raise TargetAmbiguous(f"{part} has no definition {branch!r}: it is defined {len(defs)} times "
+                                  f"({listed or 'no def'})", [b.line for b in defs])
+        later = [b for b in bindings if b.line > chosen.line]
+        if later and not scope.registered_type(chosen.node):
+            raise TargetNotLive(f"{part} ({branch}, line {chosen.line}) is rebound at line {later[0].line} and is "
+                                f"no singledispatch handler: nothing keeps it", [later[0].line])
+        notes.append(f"{part} is defined {len(defs)} times: {branch} (line {chosen.line})")
+        return chosen.node
+
+    def _property_functions(self, body: list[ast.stmt], part: str, names: dict[str, str], line: int,
+                            notes: list[str]) -> tuple[DefNode, dict[str, DefNode]]:
+        """The getter and the other accessors of ``part = property(fget, ...)``: each the live definition
+        of its name at the same level (``Box.value`` patches ``Box._get``)."""
+        found: dict[str, DefNode] = {}
+        for kind, name in names.items():
+            node = self._live(body, name, None, [])
+            if node is None or node[1] is not None or node[0].lineno > line:
+                raise TargetNotLive(f"{part} is `{part} = property(...)` at line {line}, and its {kind} {name} is "
+                                    f"no function defined before it at that level", [line])
+            found[kind] = node[0]
+        notes.append(f"{part} is `property({', '.join(names.values())})` at line {line}")
+        return found.pop("getter"), found
 
     def _refuse_rebound(self, parts: list[str], found: DefNode) -> None:
         """A definition replaced after the module's statements ran: by a function's ``global`` rebinding

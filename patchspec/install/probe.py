@@ -1,8 +1,9 @@
 """The probe: run by the root's own interpreter (``python -B -I probe.py``), never imported by patchspec.
 
-It reads one JSON request on stdin and writes one JSON answer on stdout. It must run on every Python from
-3.9 on and import nothing of patchspec: only the standard library, the patched modules and the snippet
-package. Requests (any subset, in this order):
+It reads one JSON request (one line) on stdin and writes one JSON answer (one line) on stdout, then
+waits for stdin to end: patchspec kills every process of the probe first (``processes.py``). It must run
+on every Python from 3.9 on and import nothing of patchspec: only the standard library, the patched
+modules and the snippet package. Requests (any subset, in this order):
 
 - ``find``: top-level module names; answers which ``importlib.util.find_spec`` cannot find (nothing is
   imported: the names are top-level, so no parent package runs).
@@ -13,6 +14,8 @@ package. Requests (any subset, in this order):
 
 Anything the imports print goes to stderr; the answer alone goes to stdout.
 """
+import ast
+import builtins
 import dis
 import importlib
 import importlib.util
@@ -27,7 +30,12 @@ MARKER = "# patchspec: "
 
 
 def main():
-    request = json.loads(sys.stdin.read())
+    _adopt_orphans()
+    request = json.loads(sys.stdin.readline())
+    request_fd = os.dup(0)  # not inherited: its end tells this probe patchspec is done with it
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # a module reading stdin reads nothing, as it did when the request was all of it
+    os.close(null)
     answer_fd = os.dup(1)
     os.dup2(2, 1)  # what imported modules print, even from C, goes to stderr
     root = os.path.realpath(request["root"])
@@ -43,7 +51,22 @@ def main():
         answer["modules"], answer["checks"] = _prove(request["modules"], request["snippet_dir"],
                                                      request.get("snippet_module"))
     with os.fdopen(answer_fd, "w") as out:
-        out.write(json.dumps(answer))
+        out.write(json.dumps(answer) + "\n")   # its end: a forked child may hold this pipe open
+    # alive until patchspec has killed what the imports started: their orphans are in this tree
+    with os.fdopen(request_fd, "rb") as rest:
+        rest.read()
+
+
+def _adopt_orphans():
+    """Be the subreaper of what the imports start (Linux): a child whose parent exits, a daemon that
+    forks twice, stays this probe's descendant, where patchspec finds it to kill it."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
+    except (ImportError, OSError, AttributeError):
+        pass
 
 
 def _findable(name):
@@ -81,12 +104,15 @@ def _prove(modules, snippet_dir, snippet_module):
         module_rows[name] = {"status": "imported", "detail": getattr(module, "__file__", None) or ""}
         fresh = _fresh_code(item["file"])
         stale = _stale_bytecode(item["file"])
+        instead = _imported_instead(module, item["file"])
         for check in item["checks"]:
-            if stale:
-                rows[check["id"]] = _not_live(stale)
+            if stale or instead:
+                rows[check["id"]] = instead or _not_live(stale)
                 continue
             try:
                 rows[check["id"]] = HOW[check["how"]](module, check, fresh, snippet_dir)
+                if rows[check["id"]]["live"] and check["how"] in CALLED:
+                    rows[check["id"]] = _callers(module, check, rows[check["id"]])
             except Exception as exc:  # noqa: BLE001 - a live object may raise on attribute access
                 rows[check["id"]] = _not_live("reaching it raised %s: %s" % (type(exc).__name__, exc))
     if snippet_module:
@@ -98,6 +124,88 @@ def _prove(modules, snippet_dir, snippet_module):
                 raise
             module_rows[snippet_module] = _import_failure(exc, snippet_dir)
     return module_rows, rows
+
+
+COMPILED = (".so", ".pyd")
+
+
+def _imported_instead(module, path):
+    """Not live, and no source patch can be (``dead``), when Python imported the module from another file
+    than the patched one: a compiled module beside the ``.py`` (an accelerator, mypyc, Cython) wins."""
+    found = getattr(module, "__file__", None) or ""
+    if not found or os.path.realpath(found) == os.path.realpath(path):
+        return None
+    if found.endswith(COMPILED):
+        why = ("%s is imported from %s, a compiled module beside %s: Python runs it, not the source, so no "
+               "patch of %s reaches callers; target a module Python imports as source, or no source patch "
+               "reaches this code" % (module.__name__, found, os.path.basename(path), os.path.basename(path)))
+    else:
+        why = "%s is imported from %s, not the patched %s" % (module.__name__, found, path)
+    return {"live": False, "why": why, "dead": True}
+
+
+def _callers(module, check, shown):
+    """What callers reach: a package above the module (its ``__init__``, as a program imports it) that
+    binds the target's name to another object, imported from elsewhere (a C function, a compiled module's,
+    a fallback's), runs that object for its callers, not the patched one: not live, and said whose it is."""
+    top = check["function"].split(".")[0]
+    patched = vars(module).get(top)
+    if patched is None:
+        return shown
+    reached = []
+    parts = module.__name__.split(".")
+    for depth in range(len(parts) - 1, 0, -1):
+        package = sys.modules.get(".".join(parts[:depth]))
+        if package is None or top not in vars(package):
+            continue
+        public = "%s.%s" % (package.__name__, top)
+        other = vars(package)[top]
+        if _reaches(other, patched):
+            reached.append(public)
+            continue
+        if not (callable(other) and not isinstance(other, types.ModuleType)) \
+                or getattr(other, "__module__", package.__name__) == package.__name__:
+            continue   # a definition of the package's own, or a value: no re-export of the target
+        mine = "%s.%s" % (parts[-1], check["function"])
+        return {"live": False, "dead": True, "why": "%s is %s: a patch of %s does not run for callers of %s; %s"
+                % (public, _whose(other), mine, public, _advice(other))}
+    if reached:
+        shown = dict(shown, why="%s; callers of %s reach it" % (shown["why"], ", ".join(reached)))
+    return shown
+
+
+def _reaches(obj, target):
+    """``obj`` is ``target``, or leads to it through ``__wrapped__`` or a closure (a wrapper without
+    ``functools.wraps``)."""
+    for step in _chain(obj):
+        if step is target:
+            return True
+        for cell in getattr(step, "__closure__", None) or ():
+            try:
+                if cell.cell_contents is target:
+                    return True
+            except ValueError:   # an empty cell
+                continue
+    return False
+
+
+def _whose(obj):
+    """``pkg.mod.name (built-in)``, ``(compiled: FILE)`` or ``(FILE:LINE)``."""
+    name = "%s.%s" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", getattr(obj, "__name__", "?")))
+    code = getattr(obj, "__code__", None)
+    if isinstance(code, types.CodeType):
+        return "%s (%s:%d)" % (name, code.co_filename, code.co_firstlineno)
+    source = getattr(sys.modules.get(getattr(obj, "__module__", None) or ""), "__file__", None) or ""
+    if source.endswith(COMPILED):
+        return "%s (compiled: %s)" % (name, source)
+    return "%s (built-in)" % name
+
+
+def _advice(obj):
+    code = getattr(obj, "__code__", None)
+    if isinstance(code, types.CodeType):
+        return "target %s:%s, which callers reach" % (code.co_filename, getattr(obj, "__qualname__", "?"))
+    return "it is compiled code: no source patch reaches it"
 
 
 def _import_failure(exc, snippet_dir):
@@ -192,6 +300,23 @@ def _reach(module, qualname):
     return obj, path
 
 
+def _target(module, check, fresh):
+    """The live object of a check: by its name (``_reach``), or for a singledispatch handler (``_``
+    defined several times) the function its dispatcher's registry holds for the patched definition."""
+    if "dispatcher" not in check:
+        return _reach(module, check["function"])
+    dispatcher, path = _reach(module, check["dispatcher"])
+    registry = getattr(dispatcher, "registry", None) or getattr(getattr(dispatcher, "dispatcher", None),
+                                                                "registry", None)
+    if registry is None:
+        raise LookupError("the live %s is no singledispatch function" % path)
+    for kind, handler in registry.items():
+        if any(_patched_code(c, check, fresh)[0] is not None for c in _chain(handler)):
+            return handler, "%s.registry[%s]" % (path, getattr(kind, "__qualname__", kind))
+    raise LookupError("no handler in the live %s.registry is the patched definition (line %d)"
+                      % (path, check["first_line"]))
+
+
 def _original(fn):
     """The innermost function of a ``__wrapped__`` chain."""
     seen = 0
@@ -237,7 +362,7 @@ def _find_patched(obj, check, fresh):
 
 def show_code_lines(module, check, fresh, snippet_dir):
     """An insert, a loop guard, an added argument: its lines have code in the live function's code."""
-    obj, path = _reach(module, check["function"])
+    obj, path = _target(module, check, fresh)
     _, code, problem = _find_patched(obj, check, fresh)
     if code is None:
         return _not_live(problem)
@@ -250,10 +375,65 @@ def show_code_lines(module, check, fresh, snippet_dir):
     return _live("line(s) %s in the live code of %s" % (", ".join(map(str, check["lines"])), path))
 
 
+def show_default(module, check, fresh, snippet_dir):
+    """``set`` of a parameter's default: the default is evaluated where the ``def`` runs, so no line of the
+    function's own code carries it; the live function (the patched definition) has it in ``__defaults__``
+    or ``__kwdefaults__``: equal to the spec's literal, the object its dotted name reads, or (any other
+    expression) there, computed by the module's patched text."""
+    obj, path = _target(module, check, fresh)
+    index, code, problem = _find_patched(obj, check, fresh)
+    if code is None:
+        return _not_live(problem)
+    function = _chain(obj)[index]
+    name = check["parameter"]
+    if isinstance(function, types.CodeType):  # a nested function: its defaults are made when the outer runs
+        return _live("the live code of %s is the patched text (its default of %s is evaluated by the enclosing "
+                     "function)" % (path, name))
+    positional = code.co_varnames[:code.co_argcount]
+    defaults = function.__defaults__ or ()
+    if name in positional and positional.index(name) >= len(positional) - len(defaults):
+        value = defaults[positional.index(name) - (len(positional) - len(defaults))]
+    elif name in (function.__kwdefaults__ or {}):
+        value = function.__kwdefaults__[name]
+    else:
+        return _not_live("the live %s has no default for %s" % (path, name))
+    want, how = _expected(check["value"], function)
+    if how is None:
+        return _live("the live %s's default of %s is %s, computed by the module's patched text"
+                     % (path, name, _short(value)))
+    if not how(value, want):
+        return _not_live("the live %s's default of %s is %s, not %s" % (path, name, _short(value), check["value"]))
+    return _live("the live %s's default of %s is %s" % (path, name, _short(value)))
+
+
+def _expected(text, function):
+    """What the default must be, and how to compare: a literal by equality, a dotted name by identity
+    with what it reads in the function's globals; any other expression: (None, None), not compared."""
+    try:
+        return ast.literal_eval(text.strip()), lambda a, b: type(a) is type(b) and a == b
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
+    parts = text.strip().split(".")
+    if not all(p.isidentifier() for p in parts):
+        return None, None
+    namespace = {**vars(builtins), **function.__globals__}
+    if parts[0] not in namespace:
+        return None, None
+    obj = namespace[parts[0]]
+    for part in parts[1:]:
+        obj = getattr(obj, part)
+    return obj, lambda a, b: a is b
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def show_wrapped(module, check, fresh, snippet_dir):
     """A wrap: the live object's ``__wrapped__`` chain reaches the patched function, through a wrapper of
     the snippet package unless the hook returned the function itself (a hook may choose to be inert)."""
-    obj, path = _reach(module, check["function"])
+    obj, path = _target(module, check, fresh)
     index, code, problem = _find_patched(obj, check, fresh)
     if code is None:
         return _not_live(problem)
@@ -266,10 +446,10 @@ def show_wrapped(module, check, fresh, snippet_dir):
 def show_class_member(module, check, fresh, snippet_dir):
     """``add_method``/``add_attribute``: the live class (reached by its name) is the patched class and
     has the member; a method is the snippet's function."""
-    cls, path = _reach(module, check["function"])
+    cls, path = _target(module, check, fresh)
     if not isinstance(cls, type):
         return _not_live("the live %s is %r, not a class" % (path, cls))
-    if cls.__module__ != module.__name__ or cls.__qualname__ != check["function"]:
+    if not _defined_here(cls, module, check):
         return _not_live("the live %s is %s.%s, defined elsewhere" % (path, cls.__module__, cls.__qualname__))
     name = check["name"]
     if name not in vars(cls):
@@ -296,8 +476,7 @@ def show_binding(module, check, fresh, snippet_dir):
     import)."""
     owner = check["owner"]
     holder, path = _reach(module, owner) if owner else (module, module.__name__)
-    if owner and (not isinstance(holder, type) or holder.__module__ != module.__name__
-                  or holder.__qualname__ != owner):
+    if owner and (not isinstance(holder, type) or not _defined_here(holder, module, dict(check, function=owner))):
         return _not_live("the live %s is %r, not the class patched" % (path, holder))
     missing = [n for n in check["names"] if n not in vars(holder)]
     if missing:
@@ -305,9 +484,26 @@ def show_binding(module, check, fresh, snippet_dir):
     return _live("%s bound in the live %s by the module's patched text" % (", ".join(check["names"]), path))
 
 
-HOW = {"code_lines": show_code_lines, "binding": show_binding, "wrapped": show_wrapped,
+def _defined_here(cls, module, check):
+    """``cls`` is the class the patched file defines at ``check["function"]``: its qualified name, and its
+    module's name, or (a package may reassign ``__module__``: httpx sets ``"httpx"``) a function of its own
+    namespace whose code is the patched file's."""
+    if cls.__qualname__ != check["function"]:
+        return False
+    if cls.__module__ == module.__name__:
+        return True
+    for value in vars(cls).values():
+        function = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
+        code = getattr(_original(function), "__code__", None) if callable(function) else None
+        if isinstance(code, types.CodeType) and os.path.realpath(code.co_filename) == os.path.realpath(check["file"]):
+            return True
+    return False
+
+
+HOW = {"code_lines": show_code_lines, "binding": show_binding, "wrapped": show_wrapped, "default": show_default,
        "class_member": show_class_member,
        "module_name": show_module_name}
+CALLED = ("code_lines", "wrapped", "class_member", "default")   # checks of a definition callers reach by its name
 
 
 def _from_snippets(obj, snippet_dir):

@@ -16,7 +16,7 @@ from patchspec.compiler import pattern
 from patchspec.compiler import scope
 from patchspec.compiler.lint import BUILTINS, _all_locals, _free_names
 from patchspec.compiler.source import SourceError, TargetNotLive
-from patchspec.compiler.transforms.context import Definition
+from patchspec.compiler.context import Definition
 from patchspec.record.diff import Differ, Drafted, Step, Unfaithful, assigned_name, function_steps, header_key
 from patchspec.record.text import DEF_TYPES, Text, dump
 

@@ -17,7 +17,7 @@ from patchspec.install.root import Root
 from patchspec.install.state import load_state
 from patchspec.model import Spec, package_of
 from patchspec.results import Record
-from patchspec.prepare import pristine_reader
+from patchspec.install.pristine import pristine_reader
 from patchspec.releases import cache, profiles
 from patchspec.releases.drift_cache import cached_binding_rows, cached_file_drift, cached_obsolete_line
 from patchspec.spec import load_spec

@@ -18,8 +18,8 @@ KIND = '''
 import libcst as cst
 
 from patchspec.compiler.edits import Action, NodeEdit, Place
-from patchspec.compiler.transforms.kind import Key, Kind
-from patchspec.compiler.transforms.replace import marker_edit
+from patchspec.compiler.kind import Key, Kind
+from patchspec.compiler.rewrite import marker_edit
 
 SWAP = Action("swap-call", Place.NODE, apply=lambda call, news: call.with_changes(func=news[0]),
               rewrites=True)

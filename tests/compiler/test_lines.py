@@ -9,7 +9,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from patchspec.compiler.source import SourceFile
-from patchspec.compiler.transforms.context import Definition
+from patchspec.compiler.context import Definition
 
 CASES = [
     ("vllm/v1/core/sched/scheduler.py", "Scheduler.schedule"),

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import ops
+from patchspec.verbs import writing
 
 HERE = Path(__file__).resolve().parent
 SPEC = HERE.parents[1] / "specs" / "pipeline-transfer.yaml"
@@ -135,7 +135,7 @@ def runs(request, vllm_release, tmp_path_factory):
     pristine = shutil.copytree(vllm_release(request.param), base / "pristine",
                                ignore=shutil.ignore_patterns(".complete"))
     patched = shutil.copytree(pristine, base / "patched")
-    ops.apply(str(SPEC), f"v{request.param}", str(patched))
+    writing.apply(str(SPEC), f"v{request.param}", str(patched))
     roots = {"pristine": pristine, "patched": patched}
     model = base / "model"
     model.mkdir()

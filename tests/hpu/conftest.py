@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hpu_stages import load_sequence
-from patchspec import ops
+from patchspec.verbs import writing
 from tests.gaudi_shape import fixture_root
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,7 +28,7 @@ def hpu_roots(vllm_release, tmp_path_factory) -> tuple[Path, Path]:
     vllm = vllm_release("0.30.0")
     pristine = build_root(tmp_path_factory.mktemp("pristine") / "root", vllm, FIXTURE)
     patched = build_root(tmp_path_factory.mktemp("patched") / "root", pristine)
-    ops.apply(str(SPEC), "v0.30.0", str(patched))
+    writing.apply(str(SPEC), "v0.30.0", str(patched))
     return pristine, patched
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import REPO, SPEC, build_root
 from hpu_stages import Pipeline, generate, outputs_of
-from patchspec import ops
+from patchspec.verbs import writing
 
 REORDER = REPO / "tests" / "fixtures" / "reorder_spec"
 # three prompts at once, so that reversing them changes the prefill chunks (two prompts per chunk)
@@ -24,8 +24,8 @@ def _root(hpu_roots, tmp_path, after_return=False):
         spec.write_text(spec.read_text().replace("insert_after:", "insert_before:").replace(
             '"self._ensure_decodes_first(scheduler_output)"', '"if num_prefills > 0: ..."'))
     root = build_root(tmp_path / "root", hpu_roots[0])
-    ops.apply(str(SPEC), "v0.30.0", str(root))
-    ops.apply(str(spec), "v0.30.0", str(root))
+    writing.apply(str(SPEC), "v0.30.0", str(root))
+    writing.apply(str(spec), "v0.30.0", str(root))
     return root
 
 

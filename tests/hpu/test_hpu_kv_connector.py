@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURE, SPEC, build_root
-from patchspec import ops
+from patchspec.verbs import writing
 
 HERE = Path(__file__).resolve().parent
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
@@ -32,7 +32,7 @@ def steps(request, vllm_release, tmp_path_factory):
     version = request.param
     base = tmp_path_factory.mktemp(f"kv-{version}")
     root = build_root(base / "root", vllm_release(version), FIXTURE)
-    ops.apply(str(SPEC), f"v{version}", str(root))
+    writing.apply(str(SPEC), f"v{version}", str(root))
     (base / "model").mkdir()
     (base / "model" / "config.json").write_text(json.dumps(CONFIG))
     (base / "storage").mkdir()

@@ -13,8 +13,9 @@ import call_order
 from conftest import FIXTURE, SPEC
 from patchspec.compiler import bindings
 from patchspec.compiler.plan import emit
-from patchspec import ops
-from patchspec.prepare import binding_problems, compile_spec, prepare
+from patchspec.verbs import reading, writing
+from patchspec.prepare import compile_spec, prepare
+from patchspec.verdict import binding_problems
 from patchspec.errors import Exit, PatchspecError
 from patchspec.install.root import Root
 from patchspec.runtime_snippets.pipeline_parallel import buckets, graphs, handshake, runner, sizes, startup, worker
@@ -123,10 +124,10 @@ def test_drift_is_caught(mutation, gaudi_root, copy_root):
         found = [e.detail for e in prepared.plan.errors]
         assert [f.rsplit(": ", 1)[1] for f in found] == ["pd_info"], found
         assert "HPUModelRunner.sample_tokens:" in found[0]
-        result = ops.check(str(SPEC), release, str(root), only={"vllm_gaudi"})
+        result = reading.check(str(SPEC), release, str(root), only={"vllm_gaudi"})
         assert result.code == Exit.BROKEN
         with pytest.raises(PatchspecError, match="pd_info"):
-            ops.apply(str(SPEC), release, str(root), only={"vllm_gaudi"})
+            writing.apply(str(SPEC), release, str(root), only={"vllm_gaudi"})
         assert not (root / ".patchspec").exists()
         return
     if mutation == "renamed-parameter":
@@ -144,13 +145,13 @@ def test_drift_is_caught(mutation, gaudi_root, copy_root):
 
 def _assert_check_reports(root, release, what):
     """`patchspec check` calls it drift, and apply refuses before writing anything."""
-    result = ops.check(str(SPEC), release, str(root), only={"vllm_gaudi"})
+    result = reading.check(str(SPEC), release, str(root), only={"vllm_gaudi"})
     assert result.code == Exit.BROKEN
     # a snippet binding ("binding: ...") or a name the inserted code reads, unbound in the release
     assert any(what in p.text for p in result.problems) or any(
         row.status.value == "unbound-name" and what in row.detail for row in result.rows), result
     with pytest.raises(PatchspecError, match=what):
-        ops.apply(str(SPEC), release, str(root), only={"vllm_gaudi"})
+        writing.apply(str(SPEC), release, str(root), only={"vllm_gaudi"})
     assert not (root / ".patchspec").exists()
 
 
@@ -169,10 +170,10 @@ def test_apply_then_unapply_restores_the_release(gaudi_root, copy_root):
     """Applied: every vllm_gaudi file it touches compiles, ``check`` says applied; unapplied: byte for byte."""
     root, release = copy_root(gaudi_root[0]), gaudi_root[1]
     before = _tree(root)
-    result = ops.apply(str(SPEC), release, str(root), only={"vllm_gaudi"})
+    result = writing.apply(str(SPEC), release, str(root), only={"vllm_gaudi"})
     assert result.files == [RUNNER, "vllm_gaudi/v1/worker/hpu_worker.py"]
     for rel in result.files:
         compile((root / rel).read_text(), rel, "exec")
-    assert ops.check(str(SPEC), release, str(root), only={"vllm_gaudi"}).code == 0
-    ops.unapply(str(SPEC), str(root))
+    assert reading.check(str(SPEC), release, str(root), only={"vllm_gaudi"}).code == 0
+    writing.unapply(str(SPEC), str(root))
     assert _tree(root) == before

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import ops
+from patchspec.verbs import reading, writing
 from patchspec.install import txn
 from patchspec.errors import PatchspecError
 from tests.state.toy import in_child, points, tree
@@ -18,14 +18,14 @@ from tests.state.toy import in_child, points, tree
 def _follow_up(verb: str, root: Path, spec: str) -> None:
     """One writing verb after the interruption; unapply of a spec that recovery rolled back is refused."""
     if verb == "apply":
-        ops.apply(spec, "auto", str(root))
+        writing.apply(spec, "auto", str(root))
     elif verb == "unapply":
         try:
-            ops.unapply("toy", str(root))
+            writing.unapply("toy", str(root))
         except PatchspecError as exc:
             assert "is not applied" in str(exc)
     else:
-        ops.recover(str(root))
+        writing.recover(str(root))
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ def states(toy, tmp_path):
     pristine = tree(root)
     patched_root = tmp_path / "patched"
     shutil.copytree(root, patched_root)
-    ops.apply(spec, "auto", str(patched_root))
+    writing.apply(spec, "auto", str(patched_root))
     copies = iter(range(10**6))
 
     def fresh(which: str) -> Path:
@@ -65,7 +65,7 @@ def test_every_kill_point_is_recoverable(states, tmp_path, verb):
         killed = fresh(start)
         assert in_child(argv(killed), {txn.FAULT_ENV: f"{number}:kill"}) == -9, where
         left = tree(killed)
-        status = ops.status(str(killed))
+        status = reading.status(str(killed))
         assert (status.code, bool([r for r in status.results if r.type == "recovery"])) == \
             ((1, True) if (killed / txn.JOURNAL).exists() else (0, False)), where
         assert tree(killed) == left, where
@@ -76,7 +76,7 @@ def test_every_kill_point_is_recoverable(states, tmp_path, verb):
             _follow_up(follow, root, spec)
             assert tree(root) in (pristine, patched), f"{where}, then {follow}"
             if tree(root) == patched:
-                ops.unapply("toy", str(root))
+                writing.unapply("toy", str(root))
             assert tree(root) == pristine, f"{where}, then {follow}, then unapply"
 
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import ops
+from patchspec.verbs import writing
 from patchspec.install import txn
 from patchspec.install.state import locked
 from patchspec.errors import PatchspecError
 from patchspec.install.root import Root
 from patchspec.compiler.snippet_api import declared_uses
-from patchspec.snippets import package_dir
+from patchspec.snippets import PackageFiles, package_dir
 from patchspec.spec import load_spec
 from tests.gaudi_shape import fixture_root
 from tests.state.toy import points, tree
@@ -32,7 +32,7 @@ RELEASE = "v0.30.0"
 def _vllm_files() -> list[str]:
     """The vLLM files the spec patches and those its snippets' USES name (the binding check reads them)."""
     spec = load_spec(SPEC)
-    named = {t.file for t in spec.targets} | set(declared_uses(package_dir(spec)))
+    named = {t.file for t in spec.targets} | set(declared_uses(PackageFiles(package_dir(spec))))
     return sorted(rel for rel in named if rel.startswith("vllm/"))
 
 
@@ -52,7 +52,7 @@ def real(vllm_release, tmp_path_factory):
         shutil.copytree(dist, pristine / dist.name)
     shutil.copytree(fixture_root(), pristine, dirs_exist_ok=True)
     patched = shutil.copytree(pristine, base / "patched")
-    ops.apply(SPEC, RELEASE, str(patched))
+    writing.apply(SPEC, RELEASE, str(patched))
     copies = iter(range(10**6))
 
     def fresh(which: str) -> Path:
@@ -69,7 +69,7 @@ def _writes(verb: str, root: Path, monkeypatch) -> dict[str, bytes | None]:
     """What the verb hands the writer on this root (computed once: the children below only write)."""
     captured = {}
     monkeypatch.setattr(txn, "commit", lambda r, writes: captured.update(writes))
-    ops.apply(SPEC, RELEASE, str(root)) if verb == "apply" else ops.unapply("pipeline-parallel", str(root))
+    writing.apply(SPEC, RELEASE, str(root)) if verb == "apply" else writing.unapply("pipeline-parallel", str(root))
     monkeypatch.undo()
     return captured
 
@@ -107,8 +107,8 @@ def _one_of_each_kind_per_file(found):
 
 def _writing_verb(verb: str, root: Path) -> None:
     try:
-        ops.apply(SPEC, RELEASE, str(root)) if verb == "apply" else \
-            ops.unapply("pipeline-parallel", str(root)) if verb == "unapply" else ops.recover(str(root))
+        writing.apply(SPEC, RELEASE, str(root)) if verb == "apply" else \
+            writing.unapply("pipeline-parallel", str(root)) if verb == "unapply" else writing.recover(str(root))
     except PatchspecError as exc:
         assert verb == "unapply" and "is not applied" in str(exc)
 
@@ -136,7 +136,7 @@ def _run(real, verb, tmp_path, monkeypatch, exhaustive: bool):
                 _writing_verb(verb_after, copy)
                 assert tree(copy) in (pristine, patched), f"{where}, then {verb_after}"
                 if tree(copy) == patched:
-                    ops.unapply("pipeline-parallel", str(copy))
+                    writing.unapply("pipeline-parallel", str(copy))
                 assert tree(copy) == pristine, f"{where}, then {verb_after}, then unapply"
                 shutil.rmtree(copy)
             shutil.rmtree(root)

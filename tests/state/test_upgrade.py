@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from patchspec import ops
+from patchspec.verbs import writing
 from patchspec.install.state import load_state
 from patchspec.releases import report
 from patchspec.cli import main
 from patchspec.install.root import Root
 from tests.state.toy import tree
-from tests.test_apply import DEMO
+from tests.verbs.test_apply import DEMO
 
 REQUESTS_SPEC = str(Path(__file__).resolve().parents[1] / "fixtures" / "requests_spec" / "requests.yaml")
 OURS = (".patchspec", "_patchspec_runtime")
@@ -48,7 +48,7 @@ def _imports(python: Path) -> str:
 
 def test_pip_install_upgrade_over_a_patched_venv(venv, capsys):
     python, site = venv
-    ops.apply(REQUESTS_SPEC, "auto", str(site))
+    writing.apply(REQUESTS_SPEC, "auto", str(site))
     assert "# patchspec: requests-get" in (site / "requests/api.py").read_text() and _imports(python) == "2.31.0"
     _pip(python, "install", "--upgrade", "requests==2.32.3")
     upgraded = {k: v for k, v in tree(site).items() if not k.startswith(OURS)}
@@ -62,7 +62,7 @@ def test_pip_install_upgrade_over_a_patched_venv(venv, capsys):
     assert "dropped: requests/api.py: replaced by requests 2.32.3" in out and "patched: requests/api.py" in out
     assert load_state(Root.open(site)).specs["requests-get"].release == "v2.32.3"
     assert _imports(python) == "2.32.3"
-    ops.unapply("requests-get", str(site))
+    writing.unapply("requests-get", str(site))
     after = tree(site)
     # api.py's timestamp .pyc names the second pip wrote api.py; when unapply writes the same size back in
     # that second, the .pyc could pass for any text of that size, so it goes (Python compiles again): never
@@ -74,7 +74,7 @@ def test_pip_install_upgrade_over_a_patched_venv(venv, capsys):
 
 def test_pip_uninstall_of_a_patched_package_then_status(venv, capsys):
     python, site = venv
-    ops.apply(REQUESTS_SPEC, "auto", str(site))
+    writing.apply(REQUESTS_SPEC, "auto", str(site))
     _pip(python, "uninstall", "-y", "requests")
     assert main(["status", "--root", str(site)]) == 1
     out = capsys.readouterr().out
@@ -103,7 +103,7 @@ def test_vllm_0_26_to_0_30_over_a_patched_root(vllm_release, tmp_path, capsys):
     root, fresh = tmp_path / "root", tmp_path / "fresh"
     _pip_layout(root, vllm_release("0.26.0"), files)
     _pip_layout(fresh, vllm_release("0.30.0"), files)
-    ops.apply(DEMO, "auto", str(root))
+    writing.apply(DEMO, "auto", str(root))
     _pip_layout(root, vllm_release("0.30.0"), files)
     assert main(["check", DEMO, "--root", str(root)]) == 1  # the stale record is dropped: would apply on 0.30.0
     capsys.readouterr()
@@ -113,7 +113,7 @@ def test_vllm_0_26_to_0_30_over_a_patched_root(vllm_release, tmp_path, capsys):
     assert main(["apply", DEMO, "--root", str(root)]) == 0
     assert "dropped: vllm/sequence.py: replaced by vllm 0.30.0" in capsys.readouterr().out
     assert load_state(Root.open(root)).specs["demo"].release == "v0.30.0"
-    ops.unapply("demo", str(root))
+    writing.unapply("demo", str(root))
     assert tree(root) == tree(fresh)
 
 

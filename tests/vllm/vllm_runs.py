@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from patchspec import ops
+from patchspec.verbs import writing
 
 HERE = Path(__file__).resolve().parent
 SPEC = HERE.parents[1] / "specs" / "pipeline-parallel.yaml"
@@ -30,7 +30,7 @@ def release_roots(release: Path, base: Path) -> tuple[Path, Path]:
     ignore = shutil.ignore_patterns(".complete")
     pristine = shutil.copytree(release, base / "pristine", ignore=ignore)
     patched = shutil.copytree(pristine, base / "patched")
-    ops.apply(str(SPEC), "auto", str(patched), only={"vllm"})
+    writing.apply(str(SPEC), "auto", str(patched), only={"vllm"})
     return pristine, patched
 
 

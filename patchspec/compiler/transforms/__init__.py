@@ -1,4 +1,4 @@
-"""The transform registry: every ``Kind`` descriptor declared by a module of this package (see ``kind``).
+"""The transform registry: every ``Kind`` descriptor declared by a module of this package (see ``compiler.kind``).
 
 Kinds are discovered, not listed: a new module with a ``Kind`` at its top level is a new kind. Their order
 (the schema's enum, the docs table) is by each kind's ``rank``, then by name.
@@ -8,16 +8,12 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from patchspec.compiler.transforms.kind import Kind
-
-NOT_KINDS = frozenset({"kind", "context"})
+from patchspec.compiler.kind import Kind
 
 
 def discover(package: str = __name__, path=None) -> dict[str, Kind]:
     found: dict[str, Kind] = {}
     for info in sorted(pkgutil.iter_modules(path or __path__), key=lambda i: i.name):
-        if info.name in NOT_KINDS:
-            continue
         module = importlib.import_module(f"{package}.{info.name}")
         for value in vars(module).values():
             if isinstance(value, Kind) and value.name not in found and getattr(module, "__name__", "") \

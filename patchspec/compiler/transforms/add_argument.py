@@ -5,8 +5,8 @@ import libcst as cst
 
 from patchspec.compiler import pattern, scope
 from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
-from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Key, Kind
+from patchspec.compiler.context import TargetContext
+from patchspec.compiler.kind import Key, Kind
 
 
 def _append_args(call, new_args: list):

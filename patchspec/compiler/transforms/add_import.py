@@ -5,8 +5,8 @@ import ast
 
 from patchspec.compiler import scope
 from patchspec.compiler.edits import LineEdit, marked_line
-from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Binds, Key, Kind, Live
+from patchspec.compiler.context import TargetContext
+from patchspec.compiler.kind import Binds, Key, Kind, Live
 
 
 def add_import(ctx: TargetContext, params: dict[str, str]):

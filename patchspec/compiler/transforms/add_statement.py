@@ -8,8 +8,8 @@ import libcst as cst
 
 from patchspec.compiler import pattern, rewrite, scope
 from patchspec.compiler.edits import Action, NodeEdit, Place
-from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Binds, Key, Kind, Live
+from patchspec.compiler.context import TargetContext
+from patchspec.compiler.kind import Binds, Key, Kind, Live
 
 AFTER_TARGET = Action("after-target", Place.AFTER)
 

@@ -12,8 +12,8 @@ import libcst as cst
 
 from patchspec.compiler import scope
 from patchspec.compiler.edits import Action, LineEdit, NodeEdit, Place, ResolveError, Status, marked, marked_line
-from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Binds, Hook, Key, Kind, Live
+from patchspec.compiler.context import TargetContext
+from patchspec.compiler.kind import Binds, Hook, Key, Kind, Live
 
 
 def _append(cls, news: list):

@@ -8,30 +8,15 @@ inserts inside the run go with it into the guard.
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from patchspec.compiler import pattern, rewrite
 from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
-from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Key, Kind
-from patchspec.compiler.transforms.replace import held
+from patchspec.compiler.context import TargetContext
+from patchspec.compiler.kind import Key, Kind
+from patchspec.compiler.rewrite import find_runs, held
 
 GUARD = Action("guard", Place.INSTEAD, lint=lambda new: rewrite.fill_run(new, []))   # lint reads its own lines
 ABSORB = Action("guarded", Place.ABSORB, lint=lambda new: None, anchors=False)
-
-
-def find_runs(ctx: TargetContext, patterns: list[cst.BaseStatement]) -> list[tuple[cst.IndentedBlock, int, int]]:
-    """Every (block, first, end) whose statements ``first:end`` match the pattern's statements."""
-    wanted = m.IndentedBlock(body=[pattern._item_matcher(p) for p in patterns])
-    last = pattern.to_matcher(patterns[-1])
-    out = []
-    for block in ctx.definition._nodes.get(cst.IndentedBlock, ()):
-        body = block.body
-        for first in range(len(body)):
-            for end in range(first + 1, len(body) + 1):
-                if m.matches(body[end - 1], last) and m.matches(cst.IndentedBlock(body=body[first:end]), wanted):
-                    out.append((block, first, end))
-    return out
 
 
 def guard(ctx: TargetContext, params: dict[str, str]):

@@ -4,8 +4,8 @@ from __future__ import annotations
 import libcst as cst
 
 from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status, marked
-from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Key, Kind, code_binds
+from patchspec.compiler.context import TargetContext
+from patchspec.compiler.kind import Key, Kind, code_binds
 
 
 ACTIONS = {"before": Action("before", Place.BEFORE), "after": Action("after", Place.AFTER, sees_anchor=True)}

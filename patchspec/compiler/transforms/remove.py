@@ -8,9 +8,9 @@ import libcst as cst
 
 from patchspec.compiler import pattern, scope
 from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
-from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Binds, Key, Kind
-from patchspec.compiler.transforms.replace import find_rewritten
+from patchspec.compiler.context import TargetContext
+from patchspec.compiler.kind import Binds, Key, Kind
+from patchspec.compiler.rewrite import find_rewritten
 
 REMOVED = Action("remove", Place.INSTEAD, rewrites=True, lint=lambda new: None)
 

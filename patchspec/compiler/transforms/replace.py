@@ -11,60 +11,11 @@ import libcst as cst
 
 from patchspec.compiler import pattern, rewrite
 from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
-from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Binds, Key, Kind, code_binds
+from patchspec.compiler.context import TargetContext
+from patchspec.compiler.kind import Binds, Key, Kind, code_binds
+from patchspec.compiler.rewrite import EXPRESSION, MARK, find_rewritten, held, marker_edit
 
-
-def _swap(node: cst.CSTNode, news: list) -> cst.CSTNode:
-    """An expression's replacement keeps the parentheses around it (its layout in the statement)."""
-    new = news[0]
-    if getattr(node, "lpar", None) and not getattr(new, "lpar", None):
-        return new.with_changes(lpar=node.lpar, rpar=node.rpar)
-    return new
-
-
-def _mark(node: cst.CSTNode, news: list) -> cst.CSTNode:
-    for marker in news:
-        node = rewrite.mark_statement(node, marker.value)
-    return node
-
-
-EXPRESSION = Action("replace-expression", Place.NODE, apply=_swap, rewrites=True)
 STATEMENT = Action("replace-statement", Place.INSTEAD, rewrites=True, lint=lambda new: new)
-MARK = Action("mark", Place.NODE, apply=_mark, stage=9, lint=lambda new: None, anchors=False)
-
-
-def marker_edit(ctx: TargetContext, node: cst.CSTNode) -> NodeEdit:
-    """The marker on the line of the statement that holds a rewritten expression."""
-    return NodeEdit(MARK, ctx.definition.statement_of(node), cst.Comment(ctx.marker), ctx.owner)
-
-
-def find_rewritten(ctx: TargetContext, text: str, what: str) -> tuple[cst.CSTNode, dict]:
-    """The one node matching a rewrite pattern, with its captures; zero or several is a ResolveError."""
-    matcher = pattern.to_matcher(pattern.parse(text, "rewrite"))
-    found = [(n, b) for n, b in ctx.definition.find_bound(matcher) if n is not ctx.fragment.node]
-    if len(found) != 1:
-        raise ResolveError(Status.MISSING if not found else Status.AMBIGUOUS, what,
-                           sorted({ctx.line_of(ctx.definition.statement_of(n)) for n, _ in found}))
-    return found[0]
-
-
-def held(ctx: TargetContext, code: str) -> set[int] | None:
-    """The nodes (by id) of the one place the target holds ``code`` (metavariables as wildcards), or None
-    when it holds it nowhere or in several places."""
-    try:
-        parsed = pattern.parse(code, "replacement")
-    except pattern.PatternError:
-        return None
-    if isinstance(parsed, cst.Module) and len(parsed.body) > 1:
-        from patchspec.compiler.transforms.guard import find_runs
-
-        runs = find_runs(ctx, list(parsed.body))
-        return set().union(*(rewrite.subtree(s) for s in runs[0][0].body[runs[0][1]:runs[0][2]])) if len(runs) == 1 \
-            else None
-    node = parsed.body[0] if isinstance(parsed, cst.Module) else parsed
-    found = ctx.definition.find_bound(pattern.to_matcher(node))
-    return rewrite.subtree(found[0][0]) if len(found) == 1 else None
 
 
 def already(ctx: TargetContext, pattern_text: str, code: str) -> bool:

@@ -16,9 +16,9 @@ import libcst.matchers as m
 from patchspec.compiler import pattern
 from patchspec.compiler.edits import NodeEdit, ResolveError, Status
 from patchspec.compiler.fingerprint import tokens
-from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Key, Kind, Live
-from patchspec.compiler.transforms.replace import EXPRESSION, marker_edit
+from patchspec.compiler.context import TargetContext
+from patchspec.compiler.kind import Key, Kind, Live
+from patchspec.compiler.rewrite import EXPRESSION, marker_edit
 
 
 def _value_node(ctx: TargetContext, params: dict[str, str]) -> tuple[cst.BaseExpression, str]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import libcst as cst
 
 from patchspec.compiler.edits import Action, NodeEdit, Place
-from patchspec.compiler.transforms.context import TargetContext
-from patchspec.compiler.transforms.kind import Hook, Key, Kind, Live
+from patchspec.compiler.context import TargetContext
+from patchspec.compiler.kind import Hook, Key, Kind, Live
 
 
 def _decorate(func, news: list):

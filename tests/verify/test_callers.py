@@ -1,0 +1,136 @@
+"""The proof follows callers (issue 27, item 1): a program imports the package, not the patched module,
+so the names it calls (the package's re-exports) must reach the patched object. A compiled accelerator
+bound in their place, or a compiled module beside the ``.py``, is not live, named, and the refusal never
+offers ``--no-verify`` for code that cannot run. The extension modules are real (built by gcc)."""
+from __future__ import annotations
+
+from patchspec.cli import main
+from tests.state.toy import tree
+from tests.verify.compiled import build_extension
+from tests.verify_toy import install, make_venv, run, write_spec
+
+INIT = '''try:
+    from ._speedups import escape as escape
+except ImportError:
+    from ._native import escape as escape
+
+
+def render(s):
+    return escape(s)
+'''
+
+NATIVE = '''def escape(s):
+    return "native:" + str(s)
+'''
+
+MD = '''def mess_ratio(s):
+    return len(s)
+'''
+
+SNIPPET = '''import functools
+
+
+def traced(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        print("HOOK", fn.__name__)
+        return fn(*args, **kwargs)
+    return wrapper
+'''
+
+SPEC = '''spec: 1
+name: vtoy
+summary: A hook on the pure escape.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: escape
+    file: vpkg/_native.py
+    function: escape
+    transforms:
+      - wrap: {with: traced}
+'''
+
+MD_SPEC = '''spec: 1
+name: vtoy
+summary: A hook in the source of a module shipped compiled.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: ratio
+    file: vpkg/md.py
+    function: mess_ratio
+    transforms:
+      - insert_before: {anchor: "return len(s)", code: "print('HOOK ratio')"}
+'''
+
+CALL = "import vpkg; print(vpkg.escape('x')); print(vpkg.render('y'))"
+
+
+def _venv(tmp_path, speedups: bool):
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": INIT, "vpkg/_native.py": NATIVE, "vpkg/md.py": MD})
+    if speedups:
+        build_extension(site / "vpkg", "vpkg._speedups", {"escape": "speedups:"})
+    return python, site
+
+
+def test_a_compiled_accelerator_bound_by_the_package_is_not_live_and_named(tmp_path, capsys):
+    """``vpkg.escape`` is the C ``_speedups.escape``: a wrap of ``_native.escape`` runs for no caller.
+    Before: "verified: 1 live" (the live vpkg._native.escape is the wrapper) and the hook never ran."""
+    python, site = _venv(tmp_path, speedups=True)
+    assert run(python, code=CALL) == ["speedups:x", "speedups:y"]
+    spec = write_spec(tmp_path / "spec", SPEC, SNIPPET)
+    before = tree(site)
+    assert main(["apply", spec, "--root", str(site)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    so = site / "vpkg" / next(p.name for p in (site / "vpkg").glob("_speedups.*"))
+    assert (f"vpkg.escape is vpkg._speedups.escape (compiled: {so}): a patch of _native.escape does not run "
+            "for callers of vpkg.escape; it is compiled code: no source patch reaches it") in err
+    assert "the change was undone" in err and "--no-verify" not in err
+    assert tree(site) == before
+    assert main(["apply", spec, "--root", str(site), "--no-verify"]) == 0
+    assert run(python, code=CALL) == ["speedups:x", "speedups:y"]   # what the proof said: the hook never runs
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site)]) == 4
+    assert "not-live: vtoy escape#0" in capsys.readouterr().out
+
+
+def test_the_pure_fallback_callers_reach_is_live_and_says_through_which_name(tmp_path, capsys):
+    python, site = _venv(tmp_path, speedups=False)
+    spec = write_spec(tmp_path / "spec", SPEC, SNIPPET)
+    assert main(["apply", spec, "--root", str(site)]) == 0
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site)]) == 0
+    assert "callers of vpkg.escape reach it" in capsys.readouterr().out
+    assert run(python, code=CALL) == ["HOOK escape", "native:x", "HOOK escape", "native:y"]
+
+
+def test_a_compiled_module_beside_the_source_is_named_with_its_file(tmp_path, capsys):
+    """mypyc's layout (charset-normalizer's ``md.py`` beside ``md.cpython-*.so``): Python imports the
+    ``.so``. Before: "the live mess_ratio does not lead to the definition", the ``.so`` unnamed, and the
+    advice `--no-verify`, which installs dead code."""
+    python, site = _venv(tmp_path, speedups=False)
+    so = build_extension(site / "vpkg", "vpkg.md", {"mess_ratio": "compiled:"})
+    spec = write_spec(tmp_path / "spec", MD_SPEC, SNIPPET)
+    assert main(["apply", spec, "--root", str(site)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"vpkg.md is imported from {so}, a compiled module beside md.py: Python runs it, not the source" in err
+    assert "--no-verify" not in err
+
+
+def test_init_and_compile_warn_statically_of_a_fallback_binding_and_a_compiled_sibling(tmp_path, capsys):
+    """Before: init and compile said nothing of either; the first word came from the proof."""
+    python, site = _venv(tmp_path, speedups=False)
+    so = build_extension(site / "vpkg", "vpkg.md", {"mess_ratio": "compiled:"})
+    assert main(["init", "toy-fix", "--root", str(site), "--target", "vpkg/_native.py:escape",
+                 "--target", "vpkg/md.py:mess_ratio", "--dir", str(tmp_path / "fix")]) == 0
+    out = capsys.readouterr().out
+    fallback = ("warning: vpkg/__init__.py:2: vpkg.escape is bound in try by `from ._speedups import escape as "
+                "escape`, and from vpkg._native only in except ImportError (line 4): when the other branch runs, "
+                "callers of vpkg.escape do not reach vpkg/_native.py")
+    compiled = (f"warning: vpkg/md.py: vpkg/{so.name} is a compiled module beside it: Python imports that, not "
+                "md.py, so no patch of its source runs there")
+    assert fallback in out and compiled in out
+    assert main(["compile", str(tmp_path / "fix" / "toy-fix.yaml"), "--root", str(site)]) == 0
+    out = capsys.readouterr().out
+    assert fallback in out and compiled in out
