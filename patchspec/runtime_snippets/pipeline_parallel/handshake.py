@@ -336,7 +336,7 @@ def handshake_at_start_up(fn):
             distributed_init_method,
             rank,
             parallel_config.world_size,
-            envs.VLLM_PP_START_UP_TIMEOUT_S or timeout_s,
+            envs.VLLM_PP_START_UP_TIMEOUT_S,
         ):
             # VLLM_PP_LAYER_PARTITION as the model classes read it: a bad one raises here
             stage_layers(vllm_config, 0, stages)

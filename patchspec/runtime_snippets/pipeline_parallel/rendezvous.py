@@ -11,7 +11,7 @@ after it, see ``handshake.py``) runs under :func:`refusals_shared`:
   rank is given; global rank 0 serves it) and watches one key. When another rank has
   written its refusal there, this worker logs it as :class:`PipelineHandshakeError`
   naming the refusing rank and its error, and stops. When start-up has not completed
-  within ``VLLM_PP_START_UP_TIMEOUT_S`` (by default the transfer timeout), it stops
+  within ``VLLM_PP_START_UP_TIMEOUT_S`` (600 s by default), it stops
   with the same error naming what it waited for.
 - A rank whose start-up raises writes its error to that key before it re-raises. Rank 0
   serves the store (its own, or one it starts for this when it refused before the
