@@ -337,6 +337,7 @@ def handshake_at_start_up(fn):
             rank,
             parallel_config.world_size,
             envs.VLLM_PP_START_UP_TIMEOUT_S,
+            {"VLLM_HPU_PP_HCCL_WORLD_CHECK": envs.VLLM_HPU_PP_HCCL_WORLD_CHECK},
         ):
             # VLLM_PP_LAYER_PARTITION as the model classes read it: a bad one raises here
             stage_layers(vllm_config, 0, stages)

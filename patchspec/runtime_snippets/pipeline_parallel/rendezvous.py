@@ -17,6 +17,9 @@ after it, see ``handshake.py``) runs under :func:`refusals_shared`:
   serves the store (its own, or one it starts for this when it refused before the
   rendezvous) until every rank has read the refusal or the start-up timeout has
   passed, so a stage that starts after the refusing one has gone still hears why.
+- Settings that the start-up itself could hang on (``VLLM_HPU_PP_HCCL_WORLD_CHECK``:
+  one node all-reducing over HCCL, the other over gloo) are compared with rank 0's
+  through the store as soon as it is up; a difference is such a refusal.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 from urllib.parse import urlparse
 
 import torch.distributed as dist
@@ -42,6 +46,7 @@ __all__ = ["refusals_shared", "store_address"]
 logger = get_logger(__name__)
 
 REFUSED_KEY = "patchspec/pp/refused"
+EARLY_KEY = "patchspec/pp/early"
 HEARD_KEY = "patchspec/pp/refusal_heard"
 _POLL_S = 0.2
 
@@ -63,12 +68,18 @@ class _StartUpWatch:
     outlives ``timeout_s``."""
 
     def __init__(
-        self, address: tuple[str, int], rank: int, world_size: int, timeout_s: float
+        self,
+        address: tuple[str, int],
+        rank: int,
+        world_size: int,
+        timeout_s: float,
+        early: dict[str, Any],
     ):
         self.done = threading.Event()
         self._address = address
         self._rank = rank
         self._world_size = world_size
+        self._early = json.loads(json.dumps(early, sort_keys=True, default=str))
         self._timeout_s = timeout_s
         self._deadline = time.monotonic() + timeout_s
         threading.Thread(
@@ -97,7 +108,12 @@ class _StartUpWatch:
         except RuntimeError as e:
             self._stop(f"no rendezvous store at {host}:{port}: {e}")
             return
+        store.set(f"{EARLY_KEY}/{self._rank}", json.dumps(self._early))
+        compared = self._rank == 0
         while not self.done.wait(_POLL_S):
+            if not compared and store.check([f"{EARLY_KEY}/0"]):
+                compared = True
+                self._compare_early(store, json.loads(store.get(f"{EARLY_KEY}/0")))
             if store.check([REFUSED_KEY]):
                 refusal = json.loads(store.get(REFUSED_KEY))
                 heard = store.add(HEARD_KEY, 1)
@@ -112,6 +128,30 @@ class _StartUpWatch:
                 self._stop(
                     f"not every rank joined at {host}:{port} (is every node's "
                     "vLLM started with the same --nnodes and master address?)"
+                )
+                return
+
+    def _compare_early(self, store: dist.Store, rank0: dict[str, Any]) -> None:
+        """What must match before anything can hang on it (vllm-gaudi's HCCL world
+        check runs inside the rendezvous): a difference with rank 0 is refused here,
+        for every rank to hear."""
+        for name in sorted(self._early.keys() | rank0.keys()):
+            here, there = self._early.get(name, "unset"), rank0.get(name, "unset")
+            if here != there:
+                message = (
+                    f"pipeline start-up: rank {self._rank} and rank 0 differ: {name} "
+                    f"{here} here, {there} there; give every node the same {name}"
+                )
+                store.compare_set(
+                    REFUSED_KEY,
+                    "",
+                    json.dumps(
+                        {
+                            "rank": self._rank,
+                            "error": "PipelineHandshakeError",
+                            "message": message,
+                        }
+                    ),
                 )
                 return
 
@@ -182,14 +222,20 @@ def _serve_until_heard(
 
 @contextlib.contextmanager
 def refusals_shared(
-    init_method: str | None, rank: int, world_size: int, timeout_s: float
+    init_method: str | None,
+    rank: int,
+    world_size: int,
+    timeout_s: float,
+    early: dict[str, Any] | None = None,
 ) -> Iterator[None]:
-    """Around a worker's start-up at pipeline size > 1 (see the module docstring)."""
+    """Around a worker's start-up at pipeline size > 1 (see the module docstring);
+    ``early``: settings compared with rank 0's through the store, before the start-up
+    can hang on them."""
     address = store_address(init_method)
     if address is None:
         yield
         return
-    watch = _StartUpWatch(address, rank, world_size, timeout_s)
+    watch = _StartUpWatch(address, rank, world_size, timeout_s, early or {})
     try:
         yield
     except Exception as e:
