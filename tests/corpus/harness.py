@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import dataclasses
 import json
 import os
 import re
@@ -554,17 +555,34 @@ class Run:
 
 
 def run_all(chosen: list[Package], work: Path, log=print) -> tuple[list[Tally], Tally]:
+    """Each package in turn; its tally is also written to ``work/KEY.tally.json`` as soon as it is known,
+    so that a run cut short, or run in shards, is still reported (``saved``)."""
     tallies = []
-    total = Tally("total")
     for pkg in chosen:
         try:
             tally = Run(pkg, work / pkg.key, log).run()
         except Exception as exc:  # noqa: BLE001 - one package that cannot run is a finding, not the end
             tally = Tally(pkg.key)
             tally.note(f"the driver could not run the package: {type(exc).__name__}", f"{pkg.key}: {exc}"[:500])
+        work.mkdir(parents=True, exist_ok=True)
+        (work / f"{pkg.key}.tally.json").write_text(json.dumps(dataclasses.asdict(tally)))
+        log(tally.line())
         tallies.append(tally)
+    return tallies, totals(tallies)
+
+
+def saved(works: list[Path]) -> list[Tally]:
+    """The tallies a run (or its shards) wrote, in the order of packages.toml."""
+    order = {p.key: i for i, p in enumerate(packages())}
+    found = [Tally(**json.loads(f.read_text())) for w in works for f in w.glob("*.tally.json")]
+    return sorted(found, key=lambda t: order.get(t.package, len(order)))
+
+
+def totals(tallies: list[Tally]) -> Tally:
+    total = Tally("total")
+    for tally in tallies:
         total.add(tally)
-    return tallies, total
+    return total
 
 
 def report(tallies: list[Tally], total: Tally) -> list[str]:
