@@ -48,6 +48,7 @@ COVERAGE = "coverage==7.6.1"
 ADDED = "ps_corpus_added"
 SPEC_NAME = "corpus"
 LIVE_CLAIMS = {"live", "static"}
+ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
 
 
 @dataclass(frozen=True)
@@ -508,9 +509,9 @@ class Run:
                       "coverage": coverage, "pkgdir": survey["pkgdir"], "checks": checks}, self.work)
 
     def judge(self, kept: list[Transform], verdicts: dict, pristine: dict, patched: dict) -> None:
-        if patched["error"] != pristine["error"] or patched["stdout"] != pristine["stdout"]:
-            diff = next((f"{a!r} -> {b!r}" for a, b in zip(pristine["stdout"].splitlines(),
-                                                            patched["stdout"].splitlines()) if a != b),
+        before, after = (ADDRESS.sub("0x?", r["stdout"]) for r in (pristine, patched))   # reprs' addresses differ
+        if patched["error"] != pristine["error"] or before != after:
+            diff = next((f"{a!r} -> {b!r}" for a, b in zip(before.splitlines(), after.splitlines()) if a != b),
                         patched["error"] or "the output's length changed")
             self.tally.note(f"the patched program behaves otherwise: {shape(patched['error'] or 'output differs')}",
                             f"{self.pkg.key}: {diff}")

@@ -236,6 +236,7 @@ def run(request: dict) -> dict:
     hooks = sys.modules.get("_patchspec_runtime.corpus_hooks")
     hits = dict(getattr(hooks, "HITS", {}))
     top = importlib.import_module(request["top"])
+    submodules(top)   # the paths the survey found go through them
     carried = {c["id"]: carries(top, c, hits, root) for c in request.get("checks", [])}
     return {"stdout": out.getvalue(), "error": error, "lines": lines, "hits": hits, "carried": carried}
 
