@@ -102,8 +102,10 @@ def raise_plan_errors(plan: Plan) -> None:
         definition = plan.definitions.get((first.file, first.function))
         line = first.lines[0] if first.lines else definition.node.lineno if definition else None
         source = Location(first.file, line)
+        # an anchor missing from one of several definitions of the name: say which one was searched
+        where = f" ({first.note})" if first.status == Status.MISSING and " is defined " in (first.note or "") else ""
         raise _at_spec(f"{first.spec} {first.target}#{first.index} {first.kind} in {first.function}: "
-                       f"{first.detail}{more}; nothing was written", first.spec_loc, source)
+                       f"{first.detail}{where}{more}; nothing was written", first.spec_loc, source)
 
 
 def _at_spec(message: str, spec_loc, *source: Location) -> PatchspecError:

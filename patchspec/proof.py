@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import libcst as cst
 
+from patchspec.compiler import scope
 from patchspec.compiler.edits import NodeEdit, Status
 from patchspec.compiler.plan import RUNTIME_PACKAGE, Plan, Resolved
 from patchspec.compiler.source import SourceError, SourceFile
@@ -138,6 +139,10 @@ def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
     if node is None:
         return f"{r.function} is not defined in {r.file} as patched", {}
     check["first_line"] = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    registered = scope.registered_type(node)
+    if registered:   # a singledispatch handler: what dispatch calls is in its dispatcher's registry
+        owner = r.function.rpartition(".")[0]
+        check["dispatcher"] = f"{owner}.{registered[0]}" if owner else registered[0]
     if kind.live is Live.CLASS_MEMBER:
         name = next(v for k, v in _params(spec, r).items() if kind.keys[k] is Key.IDENTIFIER)
         return None, {**check, "name": name, "method": kind.hook is not None}

@@ -261,7 +261,9 @@ def _slot(r: Resolved, edit) -> tuple[tuple | None, str]:
 def _check_rewrites(rows: list[Resolved], definitions: dict) -> None:
     """A rewrite (replace, remove, set) must leave every other spec's edit where it was matched: refused
     when another spec's edit is on the rewritten code, inside it, or on a statement or call holding it (its
-    anchor would change); the target definition itself (a wrap, a class member) does not count."""
+    anchor would change); the target definition itself (a wrap, a class member) does not count. Within one
+    spec, another transform's edit inside the rewritten code (or a second rewrite of the same code) would be
+    lost, as the rewrite puts new code in its place: refused too, naming both transforms."""
     placed = [(r, e) for r in rows for e in r.edits if isinstance(e, NodeEdit) and e.action.anchors]
     for r, edit in placed:
         if not edit.action.rewrites:
@@ -270,9 +272,18 @@ def _check_rewrites(rows: list[Resolved], definitions: dict) -> None:
         inside = rewrite.subtree(edit.node)
         around = {id(n) for n in definition.ancestors(edit.node)} - {id(definition.fragment.node)}
         for other, theirs in placed:
-            if other.spec == r.spec or id(theirs.node) == id(definition.fragment.node):
+            if other is r or id(theirs.node) == id(definition.fragment.node):
                 continue
             if (other.file, other.function) != (r.file, r.function):
+                continue
+            if other.spec == r.spec:
+                same = theirs.node is edit.node
+                if (id(theirs.node) in inside and not same) or (same and theirs.action.rewrites):
+                    raise ConflictError(
+                        f"spec {r.spec}: {r.target}#{r.index} ({r.kind}, line {r.line}) rewrites the code that "
+                        f"{other.target}#{other.index} ({other.kind}, line {other.line}) edits, so that edit would be "
+                        f"lost: write it into the replacement of {r.target}#{r.index}, or narrow that pattern",
+                        r.file, r.line, [loc for loc in (other.spec_loc, r.spec_loc) if loc])
                 continue
             if id(theirs.node) in inside or id(theirs.node) in around:
                 raise ConflictError(

@@ -81,6 +81,41 @@ def branch_key(text: str) -> tuple[str, str]:
         return word, rest.strip()
 
 
+def occurrence(text: str | None) -> tuple[str, str | int] | None:
+    """A ``branch`` that picks one of several definitions of a name at one level: ``register(int)`` the
+    singledispatch handler registered for that type (compared as trees), ``definition 2`` the second
+    ``def`` of the name in source order; else None (an ``if``/``try`` block, see ``branch_key``)."""
+    text = (text or "").strip()
+    word, _, rest = text.partition(" ")
+    if word == "definition" and rest.strip().isdigit():
+        return "definition", int(rest)
+    if text.startswith("register(") and text.endswith(")"):
+        try:
+            return "register", ast.dump(ast.parse(text[len("register("):-1], mode="eval").body)
+        except SyntaxError:
+            return None
+    return None
+
+
+def registered_type(node: ast.stmt) -> tuple[str, str] | None:
+    """``(dispatcher, type)`` of a singledispatch handler: ``@fmt.register(int)`` or ``@fmt.register``
+    with its first parameter annotated (the dispatcher dotted as written, the type as source text)."""
+    if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return None
+    for d in node.decorator_list:
+        call = d if isinstance(d, ast.Call) and d.args else None
+        func = call.func if call else d
+        if not (isinstance(func, ast.Attribute) and func.attr == "register"):
+            continue
+        if call is not None:
+            return ast.unparse(func.value), ast.unparse(call.args[0])
+        args = [*node.args.posonlyargs, *node.args.args]
+        first = args[1] if len(args) > 1 and args[0].arg in ("self", "cls") else (args[0] if args else None)
+        if first is not None and first.annotation is not None:
+            return ast.unparse(func.value), ast.unparse(first.annotation)
+    return None
+
+
 def label(path: Path) -> str:
     return path[-1][2] if path else "top level"
 
@@ -394,7 +429,7 @@ _READS = frozenset({"get", "items", "keys", "values", "copy", "pop", "update", "
 
 def literal_keys(func: ast.AST, name: str) -> set[str] | None:
     """The keys the local dict ``name`` of a function can hold, when the function builds it from
-    literals only (``name = {"k": v}`` / ``dict(k=v)``, ``name.update({...})``, ``name["k"] = v``,
+    literals only (``name = {"k": v}`` / ``dict(k=v)``, annotated or not, ``name.update({...})``, ``name["k"] = v``,
     ``name.setdefault("k", v)``) and passes it nowhere but ``**name``; None when that cannot be told (a
     parameter, an attribute, a key computed at run time, the dict handed to other code)."""
     if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -410,6 +445,12 @@ def literal_keys(func: ast.AST, name: str) -> set[str] | None:
                 return None
             keys |= found
             allowed.add(id(node.targets[0]))
+        elif isinstance(node, ast.AnnAssign) and _is(node.target, name):   # ``kw: t.Any = {}``
+            found = _literal_mapping(node.value) if node.value is not None else set()
+            if found is None:
+                return None
+            keys |= found
+            allowed.add(id(node.target))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is(node.func.value, name):
             if node.func.attr not in _READS:
                 return None

@@ -149,6 +149,8 @@ class SourceFile:
         accessor = [b for b in every if scope.accessor_of(b.node, part)]
         wrapping = [b for b in every if not b.is_def and scope.keeps(b.node, part)]
         bindings = [b for b in every if b not in stubs and b not in accessor and b not in wrapping]
+        if scope.occurrence(branch) is not None and sum(b.is_def for b in bindings) > 1:
+            return self._occurrence(bindings, part, branch, notes), None
         live = [b for b in bindings if not any(o.line > b.line and scope.encloses(o.path, b.path) for o in bindings)]
         replaced = [b for b in bindings if b not in live]
         if branch is not None and len(live) > 1:
@@ -182,7 +184,13 @@ class SourceFile:
         node = chosen.node
         if stubs:
             notes.append(f"{len(stubs)} @overload stub{'s' if len(stubs) > 1 else ''} of {part} skipped")
-        if replaced:
+        handlers = [b for b in replaced if scope.registered_type(b.node)]
+        if handlers:
+            listed = ", ".join(f"register({scope.registered_type(b.node)[1]}) at line {b.line}" for b in handlers)
+            notes.append(f"{part} is defined {len(replaced) + 1} times; this is the last (line {node.lineno}); the "
+                         f"singledispatch handlers before it ({listed}) are chosen with `branch: register(TYPE)` "
+                         f"or `branch: definition N`")
+        elif replaced:
             notes.append(f"{part} is defined {len(replaced) + 1} times; the last at its level (line "
                          f"{node.lineno}) is live")
         if chosen.path:
@@ -202,6 +210,29 @@ class SourceFile:
             kinds[scope.accessor_of(b.node, part)] = b.node
         getter = kinds.pop("getter", node)
         return getter, kinds
+
+    def _occurrence(self, bindings: list[scope.Binding], part: str, branch: str, notes: list[str]) -> DefNode:
+        """The definition ``branch`` picks among several of ``part`` (``register(int)``, ``definition 2``):
+        live when it is the last binding or a singledispatch handler (the dispatcher keeps it)."""
+        how, value = scope.occurrence(branch)
+        defs = [b for b in bindings if b.is_def]
+        if how == "definition":
+            chosen = defs[value - 1] if 0 < value <= len(defs) else None
+        else:
+            chosen = next((b for b in defs if (scope.registered_type(b.node) or ("", ""))[1]
+                           and scope.occurrence(f"register({scope.registered_type(b.node)[1]})") == (how, value)),
+                          None)
+        if chosen is None:
+            listed = ", ".join(f"line {b.line}" + (f" register({scope.registered_type(b.node)[1]})"
+                                                   if scope.registered_type(b.node) else "") for b in defs)
+            raise TargetAmbiguous(f"{part} has no definition {branch!r}: it is defined {len(defs)} times "
+                                  f"({listed or 'no def'})", [b.line for b in defs])
+        later = [b for b in bindings if b.line > chosen.line]
+        if later and not scope.registered_type(chosen.node):
+            raise TargetNotLive(f"{part} ({branch}, line {chosen.line}) is rebound at line {later[0].line} and is "
+                                f"no singledispatch handler: nothing keeps it", [later[0].line])
+        notes.append(f"{part} is defined {len(defs)} times: {branch} (line {chosen.line})")
+        return chosen.node
 
     def _property_functions(self, body: list[ast.stmt], part: str, names: dict[str, str], line: int,
                             notes: list[str]) -> tuple[DefNode, dict[str, DefNode]]:

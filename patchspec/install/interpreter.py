@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,14 +36,21 @@ class ProbeError(Exception):
     """The probe did not answer: it timed out, crashed or could not start (one line why)."""
 
 
-def find(root: Path, given: str | None = None) -> Interpreter | None:
-    """The interpreter that runs ``root``: ``given`` (``--python``), else the one its path names, else
-    ``None``."""
+KEPT = "kept from --python at apply"
+
+
+def find(root: Path, given: str | None = None, kept: str | None = None) -> Interpreter | None:
+    """The interpreter that runs ``root``: ``given`` (``--python``: a path, or a command found on
+    ``PATH``), else ``kept`` (the one a ``--python`` named at apply, from the state record), else the one
+    its path names, else ``None``."""
     if given:
-        path = Path(given)
+        path = Path(given if os.sep in given else shutil.which(given) or given)
         if not (path.is_file() and os.access(path, os.X_OK)):
-            raise PatchspecError(f"--python {given}: not an executable file")
-        return Interpreter(path, "--python")
+            raise PatchspecError(f"--python {given}: not an executable file"
+                                 + ("" if os.sep in given else " nor a command on PATH"))
+        return Interpreter(path.absolute(), "--python")
+    if kept and Path(kept).is_file() and os.access(kept, os.X_OK):
+        return Interpreter(Path(kept), KEPT)
     match = re.fullmatch(r"python(\d+\.\d+)t?", root.parent.name) if root.name == "site-packages" else None
     if match is None or root.parent.parent.name not in ("lib", "lib64"):
         return None

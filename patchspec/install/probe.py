@@ -279,6 +279,23 @@ def _reach(module, qualname):
     return obj, path
 
 
+def _target(module, check, fresh):
+    """The live object of a check: by its name (``_reach``), or for a singledispatch handler (``_``
+    defined several times) the function its dispatcher's registry holds for the patched definition."""
+    if "dispatcher" not in check:
+        return _reach(module, check["function"])
+    dispatcher, path = _reach(module, check["dispatcher"])
+    registry = getattr(dispatcher, "registry", None) or getattr(getattr(dispatcher, "dispatcher", None),
+                                                                "registry", None)
+    if registry is None:
+        raise LookupError("the live %s is no singledispatch function" % path)
+    for kind, handler in registry.items():
+        if any(_patched_code(c, check, fresh)[0] is not None for c in _chain(handler)):
+            return handler, "%s.registry[%s]" % (path, getattr(kind, "__qualname__", kind))
+    raise LookupError("no handler in the live %s.registry is the patched definition (line %d)"
+                      % (path, check["first_line"]))
+
+
 def _original(fn):
     """The innermost function of a ``__wrapped__`` chain."""
     seen = 0
@@ -324,7 +341,7 @@ def _find_patched(obj, check, fresh):
 
 def show_code_lines(module, check, fresh, snippet_dir):
     """An insert, a loop guard, an added argument: its lines have code in the live function's code."""
-    obj, path = _reach(module, check["function"])
+    obj, path = _target(module, check, fresh)
     _, code, problem = _find_patched(obj, check, fresh)
     if code is None:
         return _not_live(problem)
@@ -342,7 +359,7 @@ def show_default(module, check, fresh, snippet_dir):
     function's own code carries it; the live function (the patched definition) has it in ``__defaults__``
     or ``__kwdefaults__``: equal to the spec's literal, the object its dotted name reads, or (any other
     expression) there, computed by the module's patched text."""
-    obj, path = _reach(module, check["function"])
+    obj, path = _target(module, check, fresh)
     index, code, problem = _find_patched(obj, check, fresh)
     if code is None:
         return _not_live(problem)
@@ -395,7 +412,7 @@ def _short(value):
 def show_wrapped(module, check, fresh, snippet_dir):
     """A wrap: the live object's ``__wrapped__`` chain reaches the patched function, through a wrapper of
     the snippet package unless the hook returned the function itself (a hook may choose to be inert)."""
-    obj, path = _reach(module, check["function"])
+    obj, path = _target(module, check, fresh)
     index, code, problem = _find_patched(obj, check, fresh)
     if code is None:
         return _not_live(problem)
@@ -408,7 +425,7 @@ def show_wrapped(module, check, fresh, snippet_dir):
 def show_class_member(module, check, fresh, snippet_dir):
     """``add_method``/``add_attribute``: the live class (reached by its name) is the patched class and
     has the member; a method is the snippet's function."""
-    cls, path = _reach(module, check["function"])
+    cls, path = _target(module, check, fresh)
     if not isinstance(cls, type):
         return _not_live("the live %s is %r, not a class" % (path, cls))
     if not _defined_here(cls, module, check):

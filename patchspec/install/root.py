@@ -29,26 +29,17 @@ class Root:
             raise PatchspecError("root is not a directory", file=str(path))
         return cls(root.resolve())
 
-    def canonical(self, rel: str) -> str:
-        """The one relative path of the file ``rel`` names: ``./``, ``//`` and ``..`` inside the root are
-        normalised and in-root symlinks followed (a link stays a link; its target is the file). Refuses
-        what leaves the root, through ``..`` or through a link."""
-        norm = posixpath.normpath(rel) if rel else ""
-        if not rel or rel.startswith("/") or "\\" in rel or norm in (".", "..") or norm.startswith("../"):
-            raise PatchspecError(f"path {rel!r} leaves the root", file=str(self.path))
-        real = Path(os.path.realpath(self.path / norm))
-        if real == self.path or self.path not in real.parents:
-            link = next((self.path / p for p in _prefixes(norm) if (self.path / p).is_symlink()), None)
-            if link is not None:
-                raise PatchspecError(
-                    f"{link.relative_to(self.path).as_posix()} is a symbolic link out of the root: {rel!r} "
-                    f"resolves outside the root (to {real}); the "
-                    f"package's files are linked in from elsewhere, as `uv pip install --link-mode=symlink` installs "
-                    f"them, and patching one would change every environment sharing it; reinstall the package "
-                    f"with files of its own (`uv pip install --link-mode=copy --reinstall ...`, or pip), then apply",
-                    file=str(self.path))
-            raise PatchspecError(f"path {rel!r} resolves outside the root (to {real})", file=str(self.path))
-        return real.relative_to(self.path).as_posix()
+    def canonical(self, rel: str, what: str = "path") -> str:
+        """The one relative path of the file ``rel`` names (``inside`` the root); a link out of the root
+        is refused saying how the package's files came to be linked in."""
+        try:
+            return inside(self.path, rel, what)
+        except LinkOut as exc:
+            raise PatchspecError(
+                f"{exc.message}; the package's files are linked in from elsewhere, as `uv pip install "
+                f"--link-mode=symlink` installs them, and patching one would change every environment sharing "
+                f"it; reinstall the package with files of its own (`uv pip install --link-mode=copy --reinstall "
+                f"...`, or pip), then apply", file=exc.file) from None
 
     def resolve(self, rel: str) -> Path:
         """The absolute path of ``rel``'s canonical path; refuses anything that leaves the root."""
@@ -88,6 +79,45 @@ class Root:
     def has_package(self, package: str) -> bool:
         """A package directory, or a one-module distribution's ``package.py``."""
         return self.resolve(package).is_dir() or self.resolve(package + ".py").is_file()
+
+
+class LinkOut(PatchspecError):
+    """A path that leaves its directory through a symbolic link on the way."""
+
+
+def inside(base: Path, rel: str, what: str = "path", where: str = "the root") -> str:
+    """The one rule for every path patchspec acts on, relative to the directory ``base`` it must stay in (a
+    root, a releases directory, ``-o``): ``./``, ``//`` and ``..`` inside ``base`` normalised and links
+    inside it followed (a link stays a link; its target is the file). Refused, in one line naming ``what``
+    and the path, when it is empty, absolute, holds a NUL or a backslash, or leaves ``base`` through ``..``
+    or through a link. Returns the canonical relative path."""
+    base = Path(os.path.realpath(base))
+    if not isinstance(rel, str) or "\0" in rel:
+        raise PatchspecError(f"{what} {rel!r} is not a path", file=str(base))
+    norm = posixpath.normpath(rel) if rel else ""
+    if rel.startswith("/"):
+        raise PatchspecError(f"{what} {rel!r} is an absolute path: it leaves {where} (give it relative to it)",
+                             file=str(base))
+    if not rel or "\\" in rel or norm in (".", "..") or norm.startswith("../"):
+        raise PatchspecError(f"{what} {rel!r} leaves {where}", file=str(base))
+    real = Path(os.path.realpath(base / norm))
+    if real == base or base not in real.parents:
+        link = next((base / p for p in _prefixes(norm) if (base / p).is_symlink()), None)
+        if link is not None:
+            raise LinkOut(f"{what} {rel!r}: {link.relative_to(base).as_posix()} is a symbolic link out of "
+                          f"{where}; it resolves outside {where} (to {real})", file=str(base))
+        raise PatchspecError(f"{what} {rel!r} resolves outside {where} (to {real})", file=str(base))
+    return real.relative_to(base).as_posix()
+
+
+def name_in(base: Path, name: str, suffix: str, what: str) -> Path:
+    """The file ``NAME + suffix`` of the directory ``base`` for a name a user or a file gives (a release
+    profile's name, a distribution's): a name, never a path; refused in one line as ``inside`` refuses a
+    path, and when it holds a ``/``."""
+    rel = inside(base, f"{name}{suffix}", what, f"its directory ({base})")
+    if rel != f"{name}{suffix}" or "/" in rel:
+        raise PatchspecError(f"{what} {name!r} is a name, not a path: no '/' in it", file=str(base))
+    return Path(os.path.realpath(base)) / rel
 
 
 def _prefixes(norm: str) -> list[str]:

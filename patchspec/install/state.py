@@ -26,12 +26,13 @@ from importlib import resources
 import jsonschema
 
 from patchspec.errors import PatchspecError
-from patchspec.install.root import STATE_DIR, Root
+from patchspec.install.root import STATE_DIR, Root, inside
 
 STATE_FILE = f"{STATE_DIR}/state.json"
 PRISTINE_DIR = f"{STATE_DIR}/pristine"
 LOCK_FILE = f"{STATE_DIR}/lock"
-VERSION = 2   # 2: each spec's ``proof``; a version 1 record reads as one whose proof never ran
+VERSION = 3   # 2: each spec's ``proof``; a version 1 record reads as one whose proof never ran
+              # 3: each spec's ``python``; an older record reads as one no --python named
 
 
 class Proof(enum.StrEnum):
@@ -85,18 +86,42 @@ class SpecRecord:
     packages: dict[str, PackageRecord] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     proof: Proof | None = None      # None: a version 1 record, written before the proof existed
+    python: str | None = None       # the interpreter --python named at apply, kept for later verbs
 
 
 @functools.cache
-def _schema() -> dict:
-    return json.loads(resources.files("patchspec").joinpath("schema/state.schema.json").read_text())
-
-
-@functools.cache
-def _validator():
-    """Built once: ``jsonschema.validate`` checks the schema itself on every call, the most of a check."""
-    schema = _schema()
+def _validator(name: str):
+    """``schema/NAME.schema.json``'s validator, built once (``jsonschema.validate`` checks the schema itself on
+    every call, the most of a check)."""
+    schema = json.loads(resources.files("patchspec").joinpath(f"schema/{name}.schema.json").read_text())
     return jsonschema.validators.validator_for(schema)(schema)
+
+
+def parse_record(raw: bytes, what: str):
+    """The JSON of a record patchspec reads back (the state, the journal): untrusted input, so any bytes,
+    size or nesting gives a ``ValueError`` saying what is wrong, never another error."""
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise ValueError(f"{what} is nested deeper than any patchspec writes") from None
+    except ValueError as exc:   # UnicodeDecodeError is one
+        raise ValueError(f"{what} is unreadable: {exc}") from None
+
+
+def check_record(data, name: str, what: str, current: int) -> None:
+    """Raise a ``ValueError`` saying what is wrong unless ``data`` is a record of ``schema/NAME.schema.json``
+    in a format up to ``current`` (its ``"version"``): checked before anything acts on it."""
+    version = data.get("version") if isinstance(data, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > current:
+        raise ValueError(f"{what} format {version} is newer than this patchspec reads ({current}): it was "
+                         "written by a newer patchspec; use that one (or newer) on this root")
+    try:
+        error = jsonschema.exceptions.best_match(_validator(name).iter_errors(data))
+    except RecursionError:
+        raise ValueError(f"{what} is nested deeper than any patchspec writes") from None
+    if error is not None:
+        path = "/".join(str(p) for p in error.absolute_path) or "top level"
+        raise ValueError(f"{what} is not one patchspec wrote ({path}: {error.message})")
 
 
 @dataclass
@@ -109,19 +134,10 @@ class State:
     def from_json(cls, data, where: str) -> "State":
         """The record in ``data``: every older format reads (a version 1 record as one whose proof never
         ran); the next write is in the current format. A newer one is refused, saying so."""
-        version = data.get("version") if isinstance(data, dict) else None
-        if isinstance(version, int) and version > VERSION:
-            raise PatchspecError(f"state record format {version} is newer than this patchspec reads ({VERSION}): "
-                                 "it was written by a newer patchspec; use that one (or newer) on this root; "
-                                 "nothing was written", file=where)
         try:
-            error = jsonschema.exceptions.best_match(_validator().iter_errors(data))
-            if error is not None:
-                raise error
-        except jsonschema.ValidationError as exc:
-            path = "/".join(str(p) for p in exc.absolute_path) or "top level"
-            raise PatchspecError(f"state record is not one patchspec wrote ({path}: {exc.message}); "
-                                 "nothing was written", file=where) from None
+            check_record(data, "state", "state record", VERSION)
+        except ValueError as exc:
+            raise PatchspecError(f"{exc}; nothing was written", file=where) from None
         specs = {name: SpecRecord(**{**rec, "packages": {p: PackageRecord(**v)
                                                           for p, v in rec.get("packages", {}).items()},
                                      "proof": Proof(rec["proof"]) if rec.get("proof") else None})
@@ -136,6 +152,18 @@ class State:
         data = {"version": VERSION, **{k: {n: dataclasses.asdict(v) for n, v in getattr(self, k).items()}
                                        for k in ("specs", "files", "snippets")}}
         return (json.dumps(data, indent=1, sort_keys=True) + "\n").encode()
+
+    def python(self) -> str | None:
+        """The interpreter a ``--python`` named for this root, as the latest spec applied with one kept it."""
+        return next((rec.python for rec in reversed(self.specs.values()) if rec.python), None)
+
+    def paths(self):
+        """(where in the record, path) of every path the record names under the root."""
+        for kind in ("files", "snippets"):
+            yield from ((f"{kind}/{rel}", rel) for rel in getattr(self, kind))
+        for name, rec in self.specs.items():
+            for kind in ("files", "snippets"):
+                yield from ((f"specs/{name}/{kind}", rel) for rel in getattr(rec, kind))
 
     def touching(self, files: set[str], exclude: str | None = None) -> list[str]:
         """The applied specs (by name) that patched any of ``files``."""
@@ -180,17 +208,20 @@ def load_state(root: Root) -> State:
     if raw is None:
         return State()
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = parse_record(raw, "state record")
     except ValueError as exc:
-        raise PatchspecError(f"state record is unreadable: {exc}; nothing was written", file=where) from None
-    return State.from_json(data, where)
+        raise PatchspecError(f"{exc}; nothing was written", file=where) from None
+    state = State.from_json(data, where)
+    for field_name, rel in state.paths():
+        root.canonical(rel, f"state record {field_name}")   # refuses a path out of the root, naming it
+    return state
 
 
 def writer_active(root: Root) -> bool:
     """Whether another process holds the root's lock (an apply or unapply under way), found without taking
     the lock for writing and without creating the lock file (a read-only verb writes nothing)."""
     try:
-        handle = open(root.path / LOCK_FILE, "rb")
+        handle = os.fdopen(os.open(root.path / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK), "rb")
     except OSError:
         return False
     with handle:
@@ -207,12 +238,17 @@ def locked(root: Root, timeout: float):
     """One writer per root at a time; another waits up to ``timeout`` seconds, then fails clearly."""
     if not math.isfinite(timeout) or timeout < 0:
         raise PatchspecError(f"lock timeout {timeout!r} is not a finite number of seconds >= 0")
+    if inside(root.path, LOCK_FILE, "the lock file") != LOCK_FILE:   # the state directory or its lock a link
+        raise PatchspecError(f"{LOCK_FILE} is reached through a symbolic link: patchspec keeps its state only "
+                             f"in a directory of the root's own, and never writes through a link; remove the "
+                             f"link; nothing was written", file=str(root.path / STATE_DIR))
     lock_path = root.path / LOCK_FILE
     deadline = time.monotonic() + timeout
     while True:
         try:
             lock_path.parent.mkdir(exist_ok=True)
-            handle = open(lock_path, "a+")
+            handle = os.fdopen(os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644),
+                               "a+")
         except OSError as exc:
             raise PatchspecError(f"cannot create the lock file: {os.strerror(exc.errno)}; nothing was written",
                                  file=str(lock_path)) from None

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchspec.errors import Exit, PatchspecError
-from patchspec.install.root import STATE_DIR, Root
-from patchspec.install.state import STATE_FILE, writer_active
+from patchspec.install.root import STATE_DIR, Root, inside
+from patchspec.install.state import STATE_FILE, check_record, parse_record, writer_active
 
 JOURNAL = f"{STATE_DIR}/journal.json"
+JOURNAL_VERSION = 1   # a journal without "version" (written before it had one) is version 1
 SAVED_DIR = f"{STATE_DIR}/txn"
 TMP_SUFFIX = ".patchspec-tmp"
 FAULT_ENV, TRACE_ENV = "PATCHSPEC_FAULT", "PATCHSPEC_FAULT_TRACE"
@@ -155,7 +156,8 @@ def _regular(path: Path) -> bool:
 
 
 def _write_journal(journal: Path, ops: list[_Op], dirs: list[str], fault) -> None:
-    data = json.dumps({"ops": [op.__dict__ for op in ops], "dirs": dirs}, indent=1).encode()
+    data = json.dumps({"version": JOURNAL_VERSION, "ops": [op.__dict__ for op in ops], "dirs": dirs},
+                      indent=1).encode()
     tmp = journal.with_name(journal.name + TMP_SUFFIX)
     _write_new(tmp, data, None, fault)
     fault("journal", journal)
@@ -227,16 +229,38 @@ def _undo_now(root: Root, exc: BaseException) -> None:
 
 
 def _read_journal(root: Root) -> dict | None:
-    path = root.path / JOURNAL
+    """The journal of a run under way or interrupted, checked before anything acts on it: its schema
+    (``schema/journal.schema.json``), and every path in it one that patchspec writes under the root (no
+    ``..``, no absolute path, no link on the way, the temporary file beside its target). Anything else is
+    refused in one line, and nothing is touched: ``recover`` never guesses."""
     try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise PatchspecError(f"the journal of an interrupted run is unreadable ({exc})", file=str(path)) from None
-    if not isinstance(data, dict) or not isinstance(data.get("ops"), list):
-        raise PatchspecError("the journal is not one patchspec wrote", file=str(path))
+        raw = root.read_bytes(JOURNAL)
+        if raw is None:
+            return None
+        data = parse_record(raw, "the journal of an interrupted run")
+        check_record(data, "journal", "the journal of an interrupted run", JOURNAL_VERSION)
+        for index, op in enumerate(data["ops"]):
+            for key in ("path", "tmp", "saved"):
+                _journal_path(root, op[key], f"ops/{index}/{key}")
+            if op["tmp"] is not None and op["tmp"] != f"{op['path']}{TMP_SUFFIX}":
+                raise PatchspecError(f"journal ops/{index}/tmp {op['tmp']!r} is not the temporary file of "
+                                     f"{op['path']!r}")
+        for index, rel in enumerate(data["dirs"]):
+            _journal_path(root, rel, f"dirs/{index}")
+    except (ValueError, PatchspecError) as exc:
+        why = exc.message if isinstance(exc, PatchspecError) else str(exc)
+        raise PatchspecError(f"{why}: recover does not guess; nothing was touched. The old files the run kept "
+                             f"are in {SAVED_DIR}/: put back by hand what the journal names (or reinstall the "
+                             f"package), then delete {JOURNAL}", file=str(root.path / JOURNAL)) from None
     return data
+
+
+def _journal_path(root: Root, rel: str | None, where: str) -> None:
+    """A path of the journal: the one canonical path of a file under the root (the only kind ``commit``
+    writes), or refused naming where it is in the journal."""
+    if rel is not None and (canonical := inside(root.path, rel, f"journal {where}")) != rel:
+        raise PatchspecError(f"journal {where} {rel!r} is not a path patchspec writes (it names {canonical!r} "
+                             "through a link or a '..')")
 
 
 def _roll_back(root: Root) -> list[str]:
@@ -251,12 +275,12 @@ def _roll_back(root: Root) -> list[str]:
         for raw in reversed(data["ops"]):
             op = _Op(**raw)
             path = base / op.path
-            if op.saved is not None and (base / op.saved).exists():
+            if op.saved is not None and os.path.lexists(base / op.saved):
                 os.rename(base / op.saved, path)
                 with contextlib.suppress(FileNotFoundError):  # it was still the same file: rename kept both
                     os.unlink(base / op.saved)
                 put_back.append(op.path)
-            elif op.saved is None and path.exists() and sha256(path.read_bytes()) == op.new_sha256:
+            elif op.saved is None and op.new_sha256 and sha256(root.read_bytes(op.path)) == op.new_sha256:
                 path.unlink()
                 put_back.append(op.path)
             if op.tmp is not None:
@@ -297,10 +321,10 @@ def pending_view(root: Root) -> Root:
     overlay = {}
     for raw in data["ops"]:
         op = _Op(**raw)
-        if op.saved is not None and (root.path / op.saved).exists():
-            overlay[op.path] = (root.path / op.saved).read_bytes()
-        elif op.saved is None:
+        if op.saved is None:
             overlay[op.path] = None
+        elif (saved := root.read_bytes(op.saved)) is not None:
+            overlay[op.path] = saved
     return Root(root.path, overlay)
 
 

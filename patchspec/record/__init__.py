@@ -17,7 +17,9 @@ from patchspec.errors import PatchspecError
 from patchspec.record import change as changes, draft as drafting, prove
 from patchspec.record.diff import Drafted
 from patchspec.record.targets import FileDraft, locate, needed_imports, snippet_imports
+from patchspec.install import txn
 from patchspec.install.root import Root
+from patchspec.install.state import locked
 
 
 @dataclass
@@ -51,7 +53,7 @@ def record(name: str, root_path: str, requirement: str | None = None, before: st
         written.append(profile)
         if not requirement:  # the edit's own bytes (its comments, its layout) are kept beside the spec
             written += _keep_edits(change, Path(directory) / f"{name}.edit")
-        applied = [] if requirement else apply_edit(str(where["spec"]), view)
+        applied = [] if requirement else _replace_edit(change, root, lambda: apply_edit(str(where["spec"]), view))
     except BaseException:
         drafting.remove([*written, where["profile"]], Path(directory), created)
         raise
@@ -95,6 +97,21 @@ def _draft(name: str, change: changes.Change) -> drafting.Draft:
     what = f"{change.dist} {change.upstream}" if change.upstream else f"a hand edit of {change.dist} {change.version}"
     summary = f"Recorded from {what} ({', '.join(sorted({f.rel for f in change.files}))})."
     return drafting.Draft(name, summary, targets, imports, moved, sorted(moved_imports))
+
+
+def _replace_edit(change: changes.Change, root: Root, apply_edit) -> list[str]:
+    """The edited files replaced by the spec applied; when that apply refuses (its proof among others, which
+    undoes it to the pristine release), the files are put back as the user left them, through the journaled
+    writer: a refused record leaves the edit, never a marker without a state record."""
+    try:
+        return apply_edit()
+    except BaseException:
+        disk = Root(root.path)
+        back = {f.rel: f.edited for f in change.files if disk.read_bytes(f.rel) != f.edited}
+        if back:
+            with locked(disk, 30.0):
+                txn.commit(disk, back)
+        raise
 
 
 def _keep_edits(change: changes.Change, directory: Path) -> list[Path]:

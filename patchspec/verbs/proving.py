@@ -33,7 +33,7 @@ def verify(spec_name_or_path: str, root_path: str, python: str | None = None,
     name = spec_name(spec_name_or_path)
     if name not in state.specs:
         raise PatchspecError(f"spec {name} is not applied to this root: nothing to verify", file=str(root.path))
-    runs = interpreter.find(root.path, python)
+    runs = root_interpreter(root, python)
     if runs is None:
         raise PatchspecError("no interpreter runs this root (it is no site-packages of a venv or prefix): "
                              "name it with --python", file=str(root.path))
@@ -41,3 +41,9 @@ def verify(spec_name_or_path: str, root_path: str, python: str | None = None,
         return prove_applied(root, state, name, runs, timeout)
     except interpreter.ProbeError as exc:
         raise PatchspecError(f"the run-time proof did not run: {exc}", file=str(root.path)) from None
+
+
+def root_interpreter(root: Root, python: str | None) -> interpreter.Interpreter | None:
+    """The interpreter that runs ``root``: ``--python``, else the one a ``--python`` named at apply (the
+    state record keeps it), else the one the root's path names."""
+    return interpreter.find(root.path, python, None if python else load_state(root).python())

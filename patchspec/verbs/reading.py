@@ -20,6 +20,7 @@ from patchspec.install.state import Proof, State, load_state, sha256, writer_act
 from patchspec.prepare import Prepared, applied_specs, binding_problems, compile_spec, prepare, raise_if_upstream
 from patchspec.results import FileState, Note, NoteKind, Record, Row, Verdict, notes_of
 from patchspec.spec import load_spec
+from patchspec.verbs.proving import root_interpreter
 from patchspec.verbs.stale import drop_stale
 
 
@@ -189,7 +190,7 @@ def _status(root_path: str) -> StatusReport:
 def check_snippet_imports(prepared: Prepared, python: str | None = None) -> None:
     """Writes nothing: every module the snippet package imports resolves in the root or its interpreter."""
     root = prepared.root
-    snippets.check_imports(prepared.spec, root, interpreter.finder(interpreter.find(root.path, python), root.path),
+    snippets.check_imports(prepared.spec, root, interpreter.finder(root_interpreter(root, python), root.path),
                            prepared.plan.sources)
 
 

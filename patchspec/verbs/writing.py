@@ -38,7 +38,7 @@ from patchspec.prepare import (
 )
 from patchspec.results import Liveness, Note, NoteKind, notes_of
 from patchspec.spec import load_spec, spec_name, spec_text
-from patchspec.verbs.proving import prove_applied
+from patchspec.verbs.proving import prove_applied, root_interpreter
 from patchspec.verbs.stale import drop_stale
 
 
@@ -59,7 +59,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
     (``proof``), and undo the change as unapply would when one is not. ``verify=False`` skips the proof."""
     root = Root.open(root_path)
     txn.check_writable(root.path)
-    runs = interpreter.find(root.path, python)
+    runs = root_interpreter(root, python)
     with locked(root, lock_timeout):
         notes = notes_of(NoteKind.RECOVERY, txn.recover(root))
         state = load_state(root)
@@ -122,7 +122,8 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
             profile_path=prepared.profile.path, profile_text=prepared.profile.text,
             files=sorted(files), snippets=sorted(runtime), packages=records.packages(files), warnings=warnings,
             proof=(Proof.SKIPPED if not verify else Proof.NO_INTERPRETER if runs is None
-                   else Proof.PENDING))
+                   else Proof.PENDING),
+            python=str(runs.path) if runs is not None and runs.how in ("--python", interpreter.KEPT) else None)
         writes.update(state.add_spec(spec.name, rec, pristine, patched, runtime,
                                      {rel: records.hash(rel) for rel in pristine}))
         writes.update(patched)
@@ -130,7 +131,8 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         writes.update(runtime)
         writes[STATE_FILE] = state.dump()
         txn.commit(root, writes)
-        shown = _prove_or_undo(root, spec.name, runs, timeout) if rec.proof == Proof.PENDING else None
+        written = Root(root.path)   # what the files are now (``record`` reads an edited file as pristine)
+        shown = _prove_or_undo(written, spec.name, runs, timeout) if rec.proof == Proof.PENDING else None
         return ApplyResult(True, sorted(files), skipped, notes + notes_of(NoteKind.WARNING, warnings), shown)
 
 
@@ -180,7 +182,7 @@ def unapply(spec_name_or_path: str, root_path: str, force: bool = False,
     left as it is and its record dropped: bytes of one release are never written into another."""
     root = Root.open(root_path)
     txn.check_writable(root.path)
-    runs = interpreter.find(root.path, python)
+    runs = root_interpreter(root, python)
     with locked(root, lock_timeout):
         notes = notes_of(NoteKind.RECOVERY, txn.recover(root))
         actions = _unapply_locked(root, spec_name(spec_name_or_path), force, runs)

@@ -23,7 +23,7 @@ from patchspec.releases.cache import git_tag_root, pypi_root
 from patchspec.spec import SHIPPED, load_spec
 from tests.compiler.helpers import FILE, make_spec, target
 from tests.conftest import GAUDI_ENV
-from tests.test_cve_fixes import FIXES
+from tests.specs.test_cve_fixes import FIXES
 
 CVE_RELEASES = sorted({vulnerable for _fixed, vulnerable, _older in FIXES.values()})
 

@@ -17,7 +17,7 @@ from patchspec.releases import report
 from patchspec.cli import main
 from patchspec.install.root import Root
 from tests.state.toy import tree
-from tests.test_apply import DEMO
+from tests.verbs.test_apply import DEMO
 
 REQUESTS_SPEC = str(Path(__file__).resolve().parents[1] / "fixtures" / "requests_spec" / "requests.yaml")
 OURS = (".patchspec", "_patchspec_runtime")

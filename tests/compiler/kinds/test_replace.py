@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.compiler.kinds.cases import d, patched, status
+from patchspec.compiler import plan as planner
+from patchspec.compiler.edits import ConflictError
+from tests.compiler.helpers import FILE
+from tests.compiler.kinds.cases import d, patched, spec, status
 
 CASES = [
     pytest.param("S.rebuild",
@@ -120,3 +123,45 @@ def test_replace(function, transform, source, expected):
 ])
 def test_replace_refused(function, transform, source, what):
     assert status(function, transform, source) == what
+
+
+@pytest.mark.parametrize("outer,inner", [
+    pytest.param({"replace": {"pattern": "if data:\n    ...", "by": "if data:\n    a = 1\n    b = 3\n"}},
+                 {"replace": {"pattern": "a = 1", "by": "a = 10"}}, id="a-replace-of-a-block-and-one-inside-it"),
+    pytest.param({"remove": {"statement": "if data:\n    ..."}},
+                 {"insert_after": {"anchor": "a = 1", "code": "a += 1"}}, id="a-removed-block-and-an-insert-inside-it"),
+    pytest.param({"replace": {"pattern": "a = 1", "by": "a = 2"}},
+                 {"replace": {"pattern": "a = $X", "by": "a = $X + 1"}}, id="two-replaces-of-one-statement"),
+])
+def test_overlapping_rewrites_of_one_spec_are_one_conflict_naming_both(outer, inner):
+    """h11 0.15.0 ChunkedReader: a replace covering statements the spec's other transforms edit wrote only
+    the outer one, silently."""
+    source = d("""
+               def f(data):
+                   if data:
+                       a = 1
+                       b = 2
+                   return data
+               """)
+    for transforms in ((outer, inner), (inner, outer)):
+        one = spec("f", *transforms)
+        plan = planner.resolve([one], {FILE: source}.get, lambda pkg: True)
+        assert not plan.errors, [r.detail for r in plan.errors]
+        with pytest.raises(ConflictError, match=r"spec fix: t#[01] \(\w+, line \d\) rewrites the code that t#[01] "
+                                                r"\(\w+, line \d\) edits, so that edit would be lost") as caught:
+            planner.emit(plan, [one])
+        assert len(caught.value.spec_locations) == 2
+
+
+def test_one_spec_may_insert_next_to_the_statement_it_rewrites():
+    source = d("""
+               def f(data):
+                   a = g(data)
+                   return a
+               """)
+    one = spec("f", {"insert_before": {"anchor": "a = g(data)", "code": "data = data or {}"}},
+               {"replace": {"pattern": "g(data)", "by": "g(data, strict=True)"}})
+    plan = planner.resolve([one], {FILE: "from m import g\n\n" + source}.get, lambda pkg: True)
+    assert not plan.errors, [r.detail for r in plan.errors]
+    assert "    data = data or {}  # patchspec: fix\n    a = g(data, strict=True)  # patchspec: fix\n" in \
+        planner.emit(plan, [one])[FILE]

@@ -1,0 +1,58 @@
+"""``add_argument``: a keyword added to the one call matching a pattern, in the call's own layout."""
+from __future__ import annotations
+
+import pytest
+
+from tests.compiler.kinds.cases import d, patched, status
+
+CASES = [
+    pytest.param("Option.prompt_for_value",
+                 {"add_argument": {"call": "prompt(...)", "keyword": "err", "value": "True"}},
+                 """
+                 import typing as t
+
+                 class Option:
+                     def prompt_for_value(self, ctx):
+                         prompt_kwargs: t.Any = {}
+                         if isinstance(self.show_default, bool):
+                             prompt_kwargs["show_default"] = self.show_default
+
+                         return prompt(
+                             self.prompt,
+                             default=None,
+                             **prompt_kwargs,
+                         )
+                 """,
+                 """
+                 import typing as t
+
+                 class Option:
+                     def prompt_for_value(self, ctx):
+                         prompt_kwargs: t.Any = {}
+                         if isinstance(self.show_default, bool):
+                             prompt_kwargs["show_default"] = self.show_default
+
+                         return prompt(
+                             self.prompt,
+                             default=None,
+                             **prompt_kwargs,
+                             err=True,
+                         )
+                 """, id="beside-a-mapping-annotated-and-given-literal-keys-by-subscript"),
+]
+
+
+@pytest.mark.parametrize("function,transform,source,expected", CASES)
+def test_add_argument(function, transform, source, expected):
+    assert patched(function, transform, "from m import prompt\n" + d(source)) == "from m import prompt\n" + d(expected)
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param("kw: dict = {'err': 1}\n", id="an-annotated-mapping-with-that-literal-key"),
+    pytest.param("kw: dict = {}\nkw['err'] = 1\n", id="an-annotated-mapping-given-that-key-by-subscript"),
+    pytest.param("kw: dict = make()\n", id="an-annotated-mapping-of-unknown-keys"),
+])
+def test_add_argument_refused_beside_a_mapping_that_may_hold_the_keyword(body):
+    source = "def f():\n" + "".join(f"    {line}\n" for line in body.splitlines()) + "    return g(1, **kw)\n"
+    assert status("f", {"add_argument": {"call": "g(...)", "keyword": "err", "value": "True"}}, source) \
+        == "not-applicable"
