@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--work", help="where the roots are copied and patched (default: a temporary directory)")
     parser.add_argument("--shard", default="1/1", help="I/N: every Nth package from the Ith (run N at once)")
     parser.add_argument("--report", nargs="+", metavar="WORK", help="run nothing: report the tallies that runs "
-                        "with these --work directories saved")
+                        "with these --work directories saved (of one package, the last directory's)")
     args = parser.parse_args()
     index, count = (int(n) for n in args.shard.split("/"))
     chosen = [p for p in harness.packages() if (not args.only or p.name in args.only) and (p.slice or not args.slice)]

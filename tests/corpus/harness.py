@@ -575,8 +575,8 @@ def run_all(chosen: list[Package], work: Path, log=print) -> tuple[list[Tally], 
 def saved(works: list[Path]) -> list[Tally]:
     """The tallies a run (or its shards) wrote, in the order of packages.toml."""
     order = {p.key: i for i, p in enumerate(packages())}
-    found = [Tally(**json.loads(f.read_text())) for w in works for f in w.glob("*.tally.json")]
-    return sorted(found, key=lambda t: order.get(t.package, len(order)))
+    found = {t.package: t for w in works for t in (Tally(**json.loads(f.read_text())) for f in w.glob("*.tally.json"))}
+    return sorted(found.values(), key=lambda t: order.get(t.package, len(order)))   # a later WORK's run wins
 
 
 def totals(tallies: list[Tally]) -> Tally:
