@@ -25,6 +25,8 @@ def main() -> None:
     parser.add_argument("--only", action="append", default=[], help="a package's name (repeatable)")
     parser.add_argument("--slice", action="store_true", help="only the packages the default test run takes")
     parser.add_argument("--work", help="where the roots are copied and patched (default: a temporary directory)")
+    parser.add_argument("--most", type=int, help="judge at most this many transforms of a package, an even sample "
+                        "of those generated (the proof's cost grows with them)")
     parser.add_argument("--shard", default="1/1", help="I/N: every Nth package from the Ith (run N at once)")
     parser.add_argument("--report", nargs="+", metavar="WORK", help="run nothing: report the tallies that runs "
                         "with these --work directories saved (of one package, the last directory's)")
@@ -38,7 +40,8 @@ def main() -> None:
         total = harness.totals(tallies)
     else:
         with tempfile.TemporaryDirectory(prefix="corpus-") as tmp:
-            tallies, total = harness.run_all(chosen, Path(args.work or tmp), log=lambda s: print(s, flush=True))
+            tallies, total = harness.run_all(chosen, Path(args.work or tmp), log=lambda s: print(s, flush=True),
+                                             most=args.most)
     for line in harness.report(tallies, total):
         print(line)
     seconds = total.seconds if args.report else time.monotonic() - start

@@ -344,6 +344,7 @@ def shape(text: str) -> str:
 @dataclass
 class Tally:
     package: str
+    generated: int = 0
     transforms: int = 0
     applied: int = 0
     live: int = 0
@@ -356,7 +357,7 @@ class Tally:
     seconds: float = 0.0
     classes: dict[str, list] = field(default_factory=dict)   # class -> [count, example]
 
-    COUNTS = ("transforms", "applied", "live", "silent_wrong", "false_not_live", "false_refusals",
+    COUNTS = ("generated", "transforms", "applied", "live", "silent_wrong", "false_not_live", "false_refusals",
               "correct_refusals", "correct_not_live", "fired")
 
     FAILING = ("silent wrong", "false ", "the patched program", "the pristine smoke", "apply with its proof",
@@ -388,8 +389,9 @@ class Tally:
 # -- one package ----------------------------------------------------------------------------------------
 
 class Run:
-    def __init__(self, pkg: Package, work: Path, log=print) -> None:
+    def __init__(self, pkg: Package, work: Path, log=print, most: int | None = None) -> None:
         self.pkg = pkg
+        self.most = most
         self.work = work
         self.log = log
         self.tally = Tally(pkg.key)
@@ -411,6 +413,10 @@ class Run:
 
         survey = reach({"mode": "survey", "root": str(self.root), "top": self.pkg.top, "depth": 1}, self.work)
         transforms = Generator(self.root, survey).generate()
+        self.tally.generated = len(transforms)
+        if self.most and len(transforms) > self.most:   # an even sample, every module's share kept
+            step_by = len(transforms) / self.most
+            transforms = [transforms[int(i * step_by)] for i in range(self.most)]
         self.tally.transforms = len(transforms)
         began = step("survey", start)
         kept = self.settle(transforms, "check")
@@ -555,13 +561,13 @@ class Run:
         patchspec("unapply", SPEC_NAME, "--root", str(self.root))
 
 
-def run_all(chosen: list[Package], work: Path, log=print) -> tuple[list[Tally], Tally]:
+def run_all(chosen: list[Package], work: Path, log=print, most: int | None = None) -> tuple[list[Tally], Tally]:
     """Each package in turn; its tally is also written to ``work/KEY.tally.json`` as soon as it is known,
     so that a run cut short, or run in shards, is still reported (``saved``)."""
     tallies = []
     for pkg in chosen:
         try:
-            tally = Run(pkg, work / pkg.key, log).run()
+            tally = Run(pkg, work / pkg.key, log, most).run()
         except Exception as exc:  # noqa: BLE001 - one package that cannot run is a finding, not the end
             tally = Tally(pkg.key)
             tally.note(f"the driver could not run the package: {type(exc).__name__}", f"{pkg.key}: {exc}"[:500])
