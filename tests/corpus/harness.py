@@ -477,11 +477,13 @@ class Run:
         return kept
 
     def take_branch(self, t: Transform, message: str) -> bool:
-        """A definition in several if/try blocks: choose the one the survey found live, by the label the
-        refusal lists for its line, as a user would."""
-        listed = message.partition("defined in several branches: ")[2].partition("; choose one with")[0]
-        labels = {int(m.group(2)): m.group(1) for m in re.finditer(r"\s*(.+?) \(line (\d+)\)(?:, |$)", listed)}
-        chosen = next((labels[line] for line in t.def_lines if line in labels), None)
+        """A definition in several if/try blocks: choose the one the survey found live (or the one holding
+        it), by the label the refusal lists for its line, as a user would."""
+        listed = re.split(r" (?:defined|bound) in several branches: ", message, maxsplit=1)[-1]
+        labels = {int(m.group(2)): m.group(1) for m in re.finditer(r"(?:^|, )(.+?) \(line (\d+)[:)]", listed)}
+        # the block whose binding is the definition, or holds it (a method's class): the last line at or before it
+        before = [line for line in labels if t.def_lines and line <= max(t.def_lines)]
+        chosen = labels[max(before)] if before else None
         if t.branch is not None or chosen is None:
             return False
         t.branch = chosen

@@ -109,6 +109,11 @@ def test_a_refusal_that_asks_for_a_branch_is_answered_from_its_own_message(tmp_p
                "else (line 7); choose one with `branch:`")
     assert run.take_branch(t, message) and t.branch == "else"
     assert not run.take_branch(t, message)   # asked again: a refusal, not a loop
+    bound = harness.Transform("t1", "wrap", "m.py", "K.f", {}, {}, True, def_lines=(50, 51))   # a method of K
+    assert run.take_branch(bound, "target-ambiguous: K is bound in several branches: if TYPE_CHECKING (line 25: "
+                                  "`from builtins import list as K`), else (line 42: class K); which one is live "
+                                  "depends on which branch runs; choose one with `branch:`")
+    assert bound.branch == "else"
 
 
 def test_classes_are_messages_without_their_names():
