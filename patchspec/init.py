@@ -22,10 +22,11 @@ import yaml
 from patchspec.compiler.scope import ACCESSORS
 from patchspec.compiler.source import SourceError, SourceFile
 from patchspec.errors import PatchspecError
-from patchspec.install import installed
+from patchspec.install import installed, shadowed
 from patchspec.install.root import Root
 from patchspec.model import package_of
 from patchspec.releases.new_profile import new_profile
+from patchspec.releases.profiles import profile_path
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,9 @@ def parse_target(text: str) -> Hooked:
     return Hooked(file, function)
 
 
-def scaffold(name: str, root_path: str, targets: list[str], directory: str) -> list[Path]:
-    """Write the spec, its snippet package, a test and the first profile; return what was written."""
+def scaffold(name: str, root_path: str, targets: list[str], directory: str) -> tuple[list[Path], list[str]]:
+    """Write the spec, its snippet package, a test and the first profile; return what was written, and
+    the warnings of a target whose source Python may not run (``install.shadowed``)."""
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
         raise PatchspecError(f"spec name {name!r}: use lower-case letters, digits and dashes")
     root = Root.open(root_path)
@@ -69,12 +71,13 @@ def scaffold(name: str, root_path: str, targets: list[str], directory: str) -> l
         raise PatchspecError(f"no installed version found under the root for {', '.join(packages)}",
                              file=str(root.path))
     release = f"{first.distribution or first.package}-{first.version}"
+    profile = profile_path(out / "releases", release, f"the first profile's name (from {first.source})")
     files = {
         out / f"{name}.yaml": _spec_text(name, package, hooked),
         out / "runtime_snippets" / package / "__init__.py": _snippets_text(name, hooked),
         out / "tests" / f"test_{package}.py": _test_text(package, hooked),
     }
-    existing = [str(p) for p in [*files, out / "releases" / f"{release}.yaml"] if p.exists()]
+    existing = [str(p) for p in [*files, profile] if p.exists()]
     if existing:
         raise PatchspecError(f"{existing[0]} exists; nothing was written", file=existing[0])
     for path, text in files.items():
@@ -86,7 +89,9 @@ def scaffold(name: str, root_path: str, targets: list[str], directory: str) -> l
         for path in files:
             path.unlink()
         raise
-    return [*files, draft.path]
+    read = root.read_text
+    warned = [w for item in hooked for w in shadowed.warnings(root, item.file, item.function, read)]
+    return [*files, draft.path], list(dict.fromkeys(warned))
 
 
 def _check_defined(root: Root, item: Hooked) -> None:

@@ -1,8 +1,7 @@
 """A spec prepared and compiled on a root: the one layer between the verbs and the compiler.
 
 It reads the root (pristine texts through the state record), resolves the spec for one release, and
-runs the compiler; it is the one place that turns the compiler's findings (an unresolved transform, a
-conflict, what lint refuses, a binding that does not hold) into a user error at the spec's line:col.
+runs the compiler; what the compiler finds becomes a user error at the spec's line:col in ``verdict``.
 """
 from __future__ import annotations
 
@@ -11,16 +10,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchspec import snippets
-from patchspec.compiler import bindings, encoding, snippet_api
-from patchspec.compiler.edits import ConflictError, Status
-from patchspec.compiler.plan import Plan, emit, resolve
-from patchspec.errors import Location, PatchspecError
-from patchspec.install import installed, txn
+from patchspec.compiler.plan import Plan, resolve
+from patchspec.errors import PatchspecError
+from patchspec.install import installed, shadowed, txn
+from patchspec.install.pristine import pristine_reader
 from patchspec.install.root import Root
-from patchspec.install.state import State, load_state, pristine_path, sha256
+from patchspec.install.state import State, load_state
 from patchspec.model import Spec, package_of
 from patchspec.releases import profiles
 from patchspec.spec import load_spec, load_spec_bytes
+from patchspec.verdict import compile_plan, emit_checked, raise_plan_errors
 
 
 @dataclass
@@ -57,27 +56,10 @@ def prepare(spec_path: str, release: str, root_path: str | Root, only: set[str] 
     state = load_state(root) if state is None else state
     read = pristine_reader(root, state)
     plan = resolve([spec], read, root.has_package, only)
+    for target in spec.targets:   # what Python may run instead of the target's source
+        if root.has_package(target.package):
+            warnings += [w for w in shadowed.warnings(root, target.file, target.function, read) if w not in warnings]
     return Prepared(spec, release, root, plan, profile, Path(spec_path).read_bytes(), read, warnings)
-
-
-def pristine_reader(root: Root, state: State):
-    """Read a file as it was before any spec patched it, in the encoding it declares (BOM, cookie): its
-    pristine copy while the file is as a spec wrote it, else the file itself (a reinstall or an upgrade
-    replaced it: the copy is stale)."""
-    def read(rel: str) -> str | None:
-        record = state.files.get(rel)
-        path = rel
-        if record is not None and sha256(root.read_bytes(rel)) == record.patched_sha256:
-            path = pristine_path(rel)
-        data = root.read_bytes(path)
-        if data is None and path != rel:
-            raise PatchspecError("pristine copy missing from the state record", file=str(root.path / path))
-        try:
-            return None if data is None else encoding.decode(data)
-        except (UnicodeDecodeError, LookupError) as exc:
-            raise PatchspecError(f"cannot decode as {encoding.detect(data)}: {exc}",
-                                 file=str(root.path / rel)) from None
-    return read
 
 
 def canonical_spec(spec: Spec, root: Root) -> Spec:
@@ -92,43 +74,6 @@ def canonical_spec(spec: Spec, root: Root) -> Spec:
                                  col=t.loc.col) from None
         targets.append(t if rel == t.file else dataclasses.replace(t, file=rel))
     return spec.with_targets(tuple(targets))
-
-
-def raise_plan_errors(plan: Plan) -> None:
-    """The first unresolved transform, at its place in the spec and (where known) in the source."""
-    if plan.errors:
-        first = plan.errors[0]
-        more = f" (and {len(plan.errors) - 1} more)" if len(plan.errors) > 1 else ""
-        definition = plan.definitions.get((first.file, first.function))
-        line = first.lines[0] if first.lines else definition.node.lineno if definition else None
-        source = Location(first.file, line)
-        # an anchor missing from one of several definitions of the name: say which one was searched
-        where = f" ({first.note})" if first.status == Status.MISSING and " is defined " in (first.note or "") else ""
-        raise _at_spec(f"{first.spec} {first.target}#{first.index} {first.kind} in {first.function}: "
-                       f"{first.detail}{where}{more}; nothing was written", first.spec_loc, source)
-
-
-def _at_spec(message: str, spec_loc, *source: Location) -> PatchspecError:
-    if spec_loc is None:
-        first, *rest = source
-        return PatchspecError(message, file=first.file, line=first.line, also=tuple(rest))
-    return PatchspecError(message, file=spec_loc.file, line=spec_loc.line, col=spec_loc.col, also=source)
-
-
-def emit_checked(plan: Plan, specs: list[Spec]) -> dict[str, str]:
-    """``emit``, with a conflict or anything lint refuses raised at the spec's line:col."""
-    try:
-        texts = emit(plan, specs)
-    except ConflictError as exc:
-        first, *rest = exc.spec_locations or [None]
-        raise _at_spec(f"{exc.message}; nothing was written", first, *[Location(r.file, r.line, r.col) for r in rest],
-                       Location(exc.file, exc.line)) from None
-    if plan.problems:
-        first = plan.problems[0]
-        more = f" (and {len(plan.problems) - 1} more)" if len(plan.problems) > 1 else ""
-        raise _at_spec(f"{first.spec}: {first.text}{more}; nothing was written", first.where,
-                       Location(first.file, first.line))
-    return texts
 
 
 def applied_specs(state: State, root: Root, exclude: str | None = None) -> dict[str, Spec]:
@@ -156,42 +101,3 @@ def patched_texts(specs: list[Spec], files: set[str], root: Root, state: State) 
 
 def compile_spec(prepared: Prepared) -> dict[str, str]:
     return compile_plan(prepared.spec, prepared.plan, prepared.read)
-
-
-def compile_plan(spec: Spec, plan: Plan, read) -> dict[str, str]:
-    """The one verdict of validate, compile, apply and profile new on a spec resolved on a root: the patched
-    texts, or the first thing that refuses it (an unresolved transform, a conflict, what lint finds in the
-    patched file, a ``USES`` binding the release lacks) raised at the spec's line:col."""
-    raise_plan_errors(plan)
-    raise_if_upstream(spec, plan)
-    texts = emit_checked(plan, [spec])
-    raise_binding_problems(binding_problems(spec, plan, read), spec)
-    return texts
-
-
-def raise_if_upstream(spec: Spec, plan: Plan) -> None:
-    """A release that already holds every change of the spec: nothing to write, and a rewrite whose
-    replacement is there (drift calls it ``obsolete``). Apply and check say it in these words."""
-    done = [r for r in plan.resolved if r.ok and not r.edits]
-    if done and not plan.files:
-        raise PatchspecError(f"nothing to apply: this release already holds every change of {spec.name} "
-                             f"({done[0].target}#{done[0].index}: {done[0].note or 'nothing to do'}); "
-                             f"the fix is upstream", file=spec.path)
-
-
-def binding_problems(spec: Spec, plan: Plan, read) -> list[str]:
-    """What anchors cannot show: a member or signature the snippets use (their ``USES``) that the release
-    lacks, or what lint found in the inserted code (a name not bound before it...): emit first."""
-    present = {package_of(r.file) for r in plan.resolved if r.status != Status.SKIPPED}
-    uses = {rel: entries for rel, entries in snippets.read_package(snippet_api.declared_uses, spec).items()
-            if package_of(rel) in present}
-    parsed = bindings.tree_reader(read)
-    found = bindings.problems(uses, lambda rel: plan.sources[rel].tree if rel in plan.sources else parsed(rel),
-                              bindings.spec_binds(spec))
-    return found + [str(p) for p in plan.problems]
-
-
-def raise_binding_problems(problems: list[str], spec: Spec) -> None:
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise PatchspecError(f"binding: {problems[0]}{more}; nothing was written", file=spec.path)

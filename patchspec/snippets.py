@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import ast
-import keyword
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
@@ -36,29 +36,40 @@ def package_dir(spec: Spec) -> Path:
                          line=where.line if where else None, col=where.col if where else None)
 
 
+@dataclass(frozen=True)
+class PackageFiles:
+    """A snippet package on disk, as the compiler reads it (``snippet_api.PackageSource``)."""
+
+    root: Path
+
+    def read(self, path: Path) -> str:
+        return path.read_text(encoding="utf-8")
+
+    def is_file(self, path: Path) -> bool:
+        return path.is_file()
+
+    def files(self) -> list[Path]:
+        return sorted(self.root.rglob("*.py"))
+
+
 def read_package(read, spec: Spec):
     """``snippet_api.exports`` or ``declared_uses`` of the spec's package; a broken package is a user error."""
     if spec.snippet_package is None:
         return {}
     try:
-        return read(package_dir(spec))
+        return read(PackageFiles(package_dir(spec)))
     except snippet_api.SnippetError as exc:
         raise PatchspecError(f"snippet package {spec.snippet_package}: {exc.message}", file=str(exc.path),
                              line=exc.line) from None
 
 
 def validate(spec: Spec) -> None:
-    """The alias is a Python name, every hook a transform names is exported by the snippet package, its
-    arguments bind, and its signature fits its use (a decorator takes the one function; a method's first
-    parameter the instance)."""
+    """Every hook a transform names is exported by the snippet package, its arguments bind, and its
+    signature fits its use (a decorator takes the one function; a method's first parameter the instance);
+    the alias is a name, not a keyword, since the spec loaded (``spec.build_spec``)."""
     if spec.snippet_package is None:
         _no_hooks(spec)
         return
-    if not spec.alias.isidentifier() or keyword.iskeyword(spec.alias):
-        text = Path(spec.path).read_text(errors="replace").splitlines()
-        line = next((i for i, t in enumerate(text, 1) if "alias" in t), None)
-        raise PatchspecError(f"snippets alias {spec.alias!r} is not a Python name that code can import as",
-                             file=spec.path, line=line)
     exported = read_package(snippet_api.exports, spec)
     for target in spec.targets:
         for t in target.transforms:

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import posixpath
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchspec.errors import Exit, PatchspecError, severity_exit
+from patchspec.errors import Exit, PatchspecError, printable, severity_exit
 
 if TYPE_CHECKING:
-    from patchspec.results import Record
+    from patchspec.results import FileAction, Record
 
 
 @dataclass
@@ -110,8 +112,8 @@ def cmd_compile(args) -> Outcome:
     out.results += [Row(r) for r in prepared.plan.resolved]
     out.lines += [plan_line(r) for r in prepared.plan.resolved]
     if args.output:
-        for rel, text in texts.items():
-            _write_output(Path(args.output), rel, text)
+        _write_output(args.output, prepared.root.path, texts)
+        for rel in texts:
             out.results.append(FileAction(rel, "written", args.output))
         out.lines.append(f"wrote {len(texts)} file(s) under {args.output}")
     drifted = report.drift(args.spec, args.root, prepared.release)
@@ -120,12 +122,34 @@ def cmd_compile(args) -> Outcome:
     return out
 
 
-def _write_output(out: Path, rel: str, text: str) -> None:
-    try:
-        (out / rel).parent.mkdir(parents=True, exist_ok=True)
-        (out / rel).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise PatchspecError(f"cannot write the compiled file: {exc.strerror}", file=str(out / rel)) from None
+def _write_output(output: str, root: Path, texts: dict[str, str]) -> None:
+    """``compile -o OUT``: copies of the patched files under OUT, a directory outside the root (patching the
+    root is apply's, journaled and with pristine copies). Every path is checked before anything is written
+    (``root.inside``: none leaves OUT, none lands in the root), and each file is written new and renamed
+    over its place, so no file is written through a link."""
+    from patchspec.install.root import inside
+
+    out = Path(os.path.realpath(output))
+    if out == root or root in out.parents:
+        raise PatchspecError(f"-o {output} is inside the root ({root}): compile writes copies elsewhere; "
+                             "`patchspec apply` patches the root; nothing was written", file=output)
+    targets = {}
+    for rel in texts:   # the file's directory must stay in OUT; the file itself, a link or not, is replaced
+        folder, name = posixpath.split(posixpath.normpath(rel))
+        targets[rel] = out / (inside(out, folder, "compiled file", f"-o {output}") if folder else "") / name
+    for rel, target in targets.items():
+        if root in target.parents:
+            raise PatchspecError(f"compiled file {rel!r} would land inside the root ({root}) through -o {output}; "
+                                 "nothing was written", file=str(target))
+    for rel, target in targets.items():
+        tmp = target.with_name(target.name + ".patchspec-tmp")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "wb") as handle:
+                handle.write(texts[rel].encode("utf-8"))
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise PatchspecError(f"cannot write the compiled file: {exc.strerror}", file=str(target)) from None
 
 
 def _notes(notes) -> Outcome:
@@ -189,12 +213,10 @@ def cmd_unapply(args) -> Outcome:
     return _files(_notes(result.notes), result.actions)
 
 
-def _files(out: Outcome, actions: list[tuple[str, str]]) -> Outcome:
-    from patchspec.results import FileAction
-
-    for rel, action in actions:
-        out.results.append(FileAction(rel, action))
-        out.lines.append(f"{action}: {rel}")
+def _files(out: Outcome, actions: list[FileAction]) -> Outcome:
+    for done in actions:
+        out.results.append(done)
+        out.lines.append(f"{done.action}: {done.path}")
     return out
 
 
@@ -322,20 +344,21 @@ def cmd_profile(args) -> Outcome:
 
 
 def _ask(suggestion: str) -> bool:
-    print(suggestion)
+    print(printable(suggestion))
     return input("take this override into the draft? [y/N] ").strip().lower() in ("y", "yes")
 
 
 def cmd_init(args) -> Outcome:
     from patchspec import init
     from patchspec.releases.cache import pypi_root
-    from patchspec.results import FileAction
+    from patchspec.results import FileAction, Note, NoteKind
 
     root = args.root or str(pypi_root(args.pypi))
-    written = init.scaffold(args.name, root, args.target, args.dir)
+    written, warned = init.scaffold(args.name, root, args.target, args.dir)
     spec = written[0]
-    return Outcome(Exit.OK, [FileAction(str(p), "written") for p in written],
-                   [f"wrote {p}" for p in written] + [
+    return Outcome(Exit.OK, [FileAction(str(p), "written") for p in written] + [Note(NoteKind.WARNING, w)
+                                                                                for w in warned],
+                   [f"warning: {w}" for w in warned] + [f"wrote {p}" for p in written] + [
                        f"next: edit {written[1]}, then: patchspec apply {spec} --root SITE-PACKAGES"])
 
 
@@ -371,9 +394,8 @@ def _span(lines: tuple[int, int] | None) -> str:
 
 def cmd_demo(args) -> Outcome:
     from patchspec import demo
-    from patchspec.cli import main
 
-    return Outcome(demo.run(args.pypi, args.spec or str(demo.DEFAULT_SPEC), main))
+    return Outcome(demo.run(args.pypi, args.spec or str(demo.DEFAULT_SPEC), args.main))
 
 
 VERBS = (

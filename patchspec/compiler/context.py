@@ -12,7 +12,28 @@ from libcst._nodes.internal import CodegenState
 
 from patchspec.compiler import pattern
 from patchspec.compiler.edits import Status, ResolveError
+from patchspec.compiler.fingerprint import tokens
 from patchspec.compiler.source import DefNode, Fragment, SourceFile
+
+
+def consistent(captures: dict) -> dict[str, object] | None:
+    """The captures by metavariable name, when every name used twice matched equal code; else None."""
+    by_name: dict[str, object] = {}
+    for key, node in captures.items():
+        name, _, number = key.rpartition("__")
+        if name == "_":
+            continue
+        if name in by_name:
+            first = by_name[name]
+            nodes = (first, node) if isinstance(node, cst.CSTNode) else (tuple(first), tuple(node))
+            if isinstance(node, cst.CSTNode):
+                if list(tokens(first)) != list(tokens(node)):
+                    return None
+            elif [list(tokens(a)) for a in nodes[0]] != [list(tokens(b)) for b in nodes[1]]:
+                return None
+        if number == "0" or name not in by_name:
+            by_name[name] = node
+    return by_name
 
 
 @dataclass(eq=False)
@@ -88,8 +109,6 @@ class Definition:
 
     def find_bound(self, matcher, types: tuple[type, ...] = ()) -> list[tuple[cst.CSTNode, dict]]:
         """The nodes the matcher matches, each with what its metavariables captured (consistently)."""
-        from patchspec.compiler.rewrite import consistent
-
         node_type = getattr(cst, type(matcher).__name__, cst.CSTNode)
         out = []
         for t, found in self._nodes.items():
@@ -173,9 +192,23 @@ class TargetContext:
     marker: str
     owner: str
     notes: list[str] = field(default_factory=list)   # what the plan line should say about this transform
+    acknowledged: frozenset[str] = frozenset()        # the rules the transform's ``acknowledge`` names
 
     def note(self, text: str) -> None:
         self.notes.append(text)
+
+    def refuse(self, broken: list[tuple[str, str, list[int]]]) -> None:
+        """``(rule, what is wrong, lines)`` for each rule (``Kind.rules``) the transform breaks: refused
+        (``not-applicable``) with the first one's text and the ``acknowledge`` key that lets it through,
+        unless the transform acknowledges every one of them, which the plan line then says."""
+        pending = [(rule, text, lines) for rule, text, lines in broken if rule not in self.acknowledged]
+        if pending:
+            rule, text, lines = pending[0]
+            names = ", ".join(dict.fromkeys(r for r, _, _ in pending))
+            raise ResolveError(Status.NOT_APPLICABLE, f"{text} (a spec that means it says so: `acknowledge: "
+                                                      f"[{names}]` in this transform)", lines)
+        for rule, text, _lines in broken:
+            self.note(f"acknowledged {rule}: {text}")
 
     def fragment_is_one_line(self) -> bool:
         """Whether the target's body shares its header's line (without parsing it when it does not)."""

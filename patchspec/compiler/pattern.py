@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import libcst as cst
 import libcst.matchers as m
 
+from patchspec.compiler import bounds
 from patchspec.errors import PatchspecError
 
 
@@ -68,6 +69,12 @@ def placeholders(text: str) -> str:
     return _TOKEN.sub(one, textwrap.dedent(text))
 
 
+def only_metavariable(text: str) -> bool:
+    """Whether a rewrite pattern is one metavariable and nothing else (``$X``, ``$$$XS``): it matches every
+    expression, or every run of statements, so it names no one place."""
+    return re.fullmatch(r"\s*\$(?:\$\$)?[A-Z_][A-Z0-9_]*\s*", text) is not None
+
+
 def names_in(text: str) -> set[str]:
     return {m_.group(2) or m_.group(3) for m_ in _TOKEN.finditer(textwrap.dedent(text)) if not m_.group(1)}
 
@@ -92,6 +99,9 @@ def parse(text: str, form: str) -> cst.CSTNode:
     """Parse a pattern or code string; ``form`` is statement, expression, code or statement_or_expression.
     Parsed once per text: a spec's strings are checked when it loads and read again when it resolves, and
     libcst nodes are immutable, so one tree serves every use."""
+    too_big = bounds.refusal(text)
+    if too_big:
+        raise PatternError(too_big)
     source = textwrap.dedent(text).strip("\n")
     if form in ("rewrite", "statements", "replacement"):
         return _parse_rewrite(placeholders(source), form)

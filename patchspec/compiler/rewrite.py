@@ -18,27 +18,6 @@ from patchspec.compiler.context import TargetContext
 from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status, with_marker
 from patchspec.compiler.pattern import metavariable, names_in, placeholders
 
-def consistent(captures: dict) -> dict[str, object] | None:
-    """The captures by metavariable name, when every name used twice matched equal code; else None."""
-    from patchspec.compiler.fingerprint import tokens   # fingerprints read patterns: import here
-
-    by_name: dict[str, object] = {}
-    for key, node in captures.items():
-        name, _, number = key.rpartition("__")
-        if name == "_":
-            continue
-        if name in by_name:
-            first = by_name[name]
-            nodes = (first, node) if isinstance(node, cst.CSTNode) else (tuple(first), tuple(node))
-            if isinstance(node, cst.CSTNode):
-                if list(tokens(first)) != list(tokens(node)):
-                    return None
-            elif [list(tokens(a)) for a in nodes[0]] != [list(tokens(b)) for b in nodes[1]]:
-                return None
-        if number == "0" or name not in by_name:
-            by_name[name] = node
-    return by_name
-
 
 class _Substitute(cst.CSTTransformer):
     def __init__(self, bound: dict[str, object]) -> None:
@@ -214,9 +193,15 @@ def marker_edit(ctx: TargetContext, node: cst.CSTNode) -> NodeEdit:
 
 
 def find_rewritten(ctx: TargetContext, text: str, what: str) -> tuple[cst.CSTNode, dict]:
-    """The one node matching a rewrite pattern, with its captures; zero or several is a ResolveError."""
-    matcher = pattern.to_matcher(pattern.parse(text, "rewrite"))
-    found = [(n, b) for n, b in ctx.definition.find_bound(matcher) if n is not ctx.fragment.node]
+    """The one node matching a rewrite pattern, with its captures; zero or several is a ResolveError. The
+    target's own statement counts when the target is a module- or class-level assignment (``remove`` or
+    ``replace`` of ``_OctalPatt = re.compile(...)``, the target naming ``_OctalPatt``) or when the pattern
+    is a whole definition (``def f(...): ...``)."""
+    parsed = pattern.parse(text, "rewrite")
+    matcher = pattern.to_matcher(parsed)
+    whole = isinstance(parsed, cst.FunctionDef | cst.ClassDef) or not isinstance(ctx.fragment.node, cst.FunctionDef
+                                                                                   | cst.ClassDef)
+    found = [(n, b) for n, b in ctx.definition.find_bound(matcher) if whole or n is not ctx.fragment.node]
     if len(found) != 1:
         raise ResolveError(Status.MISSING if not found else Status.AMBIGUOUS, what,
                            sorted({ctx.line_of(ctx.definition.statement_of(n)) for n, _ in found}))

@@ -1,7 +1,8 @@
 """What a snippet package offers, read statically: exported functions and their signatures.
 
 A package's ``__init__.py`` defines or re-exports (``from .mod import name``) its hooks. Reading them with
-``ast`` instead of importing keeps ``validate`` free of the package's runtime dependencies.
+``ast`` instead of importing keeps ``validate`` free of the package's runtime dependencies. The compiler
+reads no file itself: the package's files come through the ``PackageSource`` it is given.
 """
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import ast
 import functools
 import inspect
 from pathlib import Path
+from typing import Protocol
 
 import libcst as cst
 
@@ -23,6 +25,23 @@ class SnippetError(PatchspecError):
         self.path = path
 
 
+class PackageSource(Protocol):
+    """A snippet package's files, as the compiler reads them."""
+
+    @property
+    def root(self) -> Path:                 # the package's directory
+        ...
+
+    def read(self, path: Path) -> str:      # a file's text (OSError, UnicodeDecodeError as reading raises)
+        ...
+
+    def is_file(self, path: Path) -> bool:
+        ...
+
+    def files(self) -> list[Path]:          # every ``.py`` file of the package, sorted
+        ...
+
+
 @functools.lru_cache(maxsize=256)
 def parse_source(source: str | bytes, filename: str) -> ast.Module:
     """``ast.parse``, once per text: a verb reads the snippet package's files for its exports, its ``USES``
@@ -30,34 +49,34 @@ def parse_source(source: str | bytes, filename: str) -> ast.Module:
     return ast.parse(source, filename)
 
 
-def _parse(path: Path) -> ast.Module:
+def _parse(source: PackageSource, path: Path) -> ast.Module:
     try:
-        return parse_source(path.read_text(encoding="utf-8"), str(path))
+        return parse_source(source.read(path), str(path))
     except SyntaxError as exc:
         raise SnippetError(f"not valid Python: {exc.msg}", path, exc.lineno) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SnippetError(f"cannot read: {exc}", path, None) from None
 
 
-def exports(package_dir: Path) -> dict[str, inspect.Signature]:
-    init = package_dir / "__init__.py"
+def exports(source: PackageSource) -> dict[str, inspect.Signature]:
+    init = source.root / "__init__.py"
     found: dict[str, inspect.Signature] = {}
-    for stmt in _parse(init).body:
+    for stmt in _parse(source, init).body:
         if isinstance(stmt, ast.FunctionDef):
             found[stmt.name] = signature(stmt)
         elif isinstance(stmt, ast.ImportFrom) and stmt.level == 1 and stmt.module:
-            module = package_dir / (stmt.module.replace(".", "/") + ".py")
-            defs = _module_defs(module)
+            module = source.root / (stmt.module.replace(".", "/") + ".py")
+            defs = _module_defs(source, module)
             for alias in stmt.names:
                 if alias.name in defs:
                     found[alias.asname or alias.name] = defs[alias.name]
     return found
 
 
-def _module_defs(path: Path) -> dict[str, inspect.Signature]:
-    if not path.is_file():
+def _module_defs(source: PackageSource, path: Path) -> dict[str, inspect.Signature]:
+    if not source.is_file(path):
         return {}
-    tree = _parse(path)
+    tree = _parse(source, path)
     return {n.name: signature(n) for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
 
 
@@ -81,12 +100,12 @@ def signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> inspect.Signature
     return inspect.Signature(params)
 
 
-def declared_uses(package_dir: Path) -> dict[str, list[str]]:
+def declared_uses(source: PackageSource) -> dict[str, list[str]]:
     """The package's ``USES`` tables merged: root-relative file → what its hooks need there (see
     ``compiler.bindings``). A module declares it as a literal ``USES = {...}`` at module level."""
     merged: dict[str, list[str]] = {}
-    for path in sorted(package_dir.rglob("*.py")):
-        for stmt in _parse(path).body:
+    for path in source.files():
+        for stmt in _parse(source, path).body:
             if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                     and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == "USES"):
                 for rel, entries in _uses_table(stmt, path).items():

@@ -5,7 +5,8 @@ A site-packages directory names its interpreter: ``PREFIX/lib/pythonX.Y/site-pac
 ``/usr/local`` install). A plain directory (a source tree, an unpacked wheel) names none: ``--python``
 says which one runs it. The probe runs with ``-B`` (no byte code is written, the root stays byte for byte
 as it was) and ``-I`` (neither the working directory nor ``PYTHONPATH`` nor the user's site-packages
-leaks in), in its own process group, killed whole when it overruns its timeout.
+leaks in), in its own session; every process it started is killed when it answers or overruns its
+timeout (``processes.py``).
 """
 from __future__ import annotations
 
@@ -13,17 +14,20 @@ import importlib.util
 import json
 import os
 import re
+import selectors
 import shutil
-import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchspec.errors import PatchspecError
+from patchspec.install import processes
 
 PROBE = Path(__file__).with_name("probe.py")
 TIMEOUT = 300.0   # importing vLLM takes seconds; on a loaded machine, tens of them
+GRACE = 5.0       # for the last of stderr once every process of the probe is killed
 
 
 @dataclass(frozen=True)
@@ -32,7 +36,7 @@ class Interpreter:
     how: str          # how it was found, for messages
 
 
-class ProbeError(Exception):
+class ProbeError(PatchspecError):
     """The probe did not answer: it timed out, crashed or could not start (one line why)."""
 
 
@@ -84,7 +88,9 @@ def finder(python: Interpreter | None, root: Path):
 
 
 def ask(interpreter: Interpreter, root: Path, request: dict, timeout: float = TIMEOUT) -> dict:
-    """Run the probe with ``request`` (plus the root) and return its answer."""
+    """Run the probe with ``request`` (plus the root) and return its answer. Whether it answers, fails or
+    overruns ``timeout``, every process it started is killed before this returns (``processes``), and
+    no read waits past the deadline: a child holding the pipes open cannot keep the verb waiting."""
     argv = [str(interpreter.path), "-B", "-I", str(PROBE)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     try:
@@ -92,18 +98,65 @@ def ask(interpreter: Interpreter, root: Path, request: dict, timeout: float = TI
                                    env=env, cwd=str(root), start_new_session=True)
     except OSError as exc:
         raise ProbeError(f"cannot run {interpreter.path}: {exc.strerror}") from None
+    pipes = {processes.pipe_name(f.fileno()) for f in (process.stdin, process.stdout, process.stderr)}
+    streams = {process.stdout: bytearray(), process.stderr: bytearray()}
+    payload = (json.dumps({**request, "root": str(root)}) + "\n").encode()
     try:
-        out, err = process.communicate(json.dumps({**request, "root": str(root)}).encode(), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        raise ProbeError(f"{interpreter.path} did not finish within {timeout:g}s") from None
-    except BaseException:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        raise
+        answered = _exchange(process, payload, streams, time.monotonic() + timeout)
+    finally:
+        processes.kill_all(process.pid, pipes)
+        _drain(streams, time.monotonic() + GRACE)
+        for stream in (process.stdin, process.stdout, process.stderr):
+            stream.close()
+        process.wait()
+    if not answered:
+        raise ProbeError(f"{interpreter.path} did not finish within {timeout:g}s")
+    out, err = bytes(streams[process.stdout]), bytes(streams[process.stderr])
     try:
         return json.loads(out.decode())
     except ValueError:
         tail = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {process.returncode}"]
         raise ProbeError(f"{interpreter.path} did not answer ({tail[0]})") from None
+
+
+def _exchange(process: subprocess.Popen, payload: bytes, streams: dict, deadline: float) -> bool:
+    """Write the request and read until the answer ends (its one line is complete, or the probe died);
+    ``False`` when ``deadline`` passes first."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdin, selectors.EVENT_WRITE)
+        for stream in streams:
+            selector.register(stream, selectors.EVENT_READ)
+        sent = 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            for key, _ in selector.select(left):
+                if key.fileobj is process.stdin:
+                    try:
+                        sent += os.write(process.stdin.fileno(), payload[sent:sent + 65536])
+                    except BrokenPipeError:
+                        sent = len(payload)
+                    if sent == len(payload):
+                        selector.unregister(process.stdin)   # kept open: the probe waits for its end
+                    continue
+                chunk = os.read(key.fileobj.fileno(), 65536)
+                streams[key.fileobj] += chunk
+                if key.fileobj is process.stdout and (not chunk or b"\n" in chunk):
+                    return True
+                if not chunk:
+                    selector.unregister(key.fileobj)
+
+
+def _drain(streams: dict, deadline: float) -> None:
+    """Read what is left in ``streams`` until each ends or ``deadline`` passes."""
+    with selectors.DefaultSelector() as selector:
+        for stream in streams:
+            if not stream.closed:
+                selector.register(stream, selectors.EVENT_READ)
+        while selector.get_map() and (left := deadline - time.monotonic()) > 0:
+            for key, _ in selector.select(left):
+                chunk = os.read(key.fileobj.fileno(), 65536)
+                streams[key.fileobj] += chunk
+                if not chunk:
+                    selector.unregister(key.fileobj)

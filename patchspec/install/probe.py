@@ -1,8 +1,9 @@
 """The probe: run by the root's own interpreter (``python -B -I probe.py``), never imported by patchspec.
 
-It reads one JSON request on stdin and writes one JSON answer on stdout. It must run on every Python from
-3.9 on and import nothing of patchspec: only the standard library, the patched modules and the snippet
-package. Requests (any subset, in this order):
+It reads one JSON request (one line) on stdin and writes one JSON answer (one line) on stdout, then
+waits for stdin to end: patchspec kills every process of the probe first (``processes.py``). It must run
+on every Python from 3.9 on and import nothing of patchspec: only the standard library, the patched
+modules and the snippet package. Requests (any subset, in this order):
 
 - ``find``: top-level module names; answers which ``importlib.util.find_spec`` cannot find (nothing is
   imported: the names are top-level, so no parent package runs).
@@ -29,7 +30,12 @@ MARKER = "# patchspec: "
 
 
 def main():
-    request = json.loads(sys.stdin.read())
+    _adopt_orphans()
+    request = json.loads(sys.stdin.readline())
+    request_fd = os.dup(0)  # not inherited: its end tells this probe patchspec is done with it
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)  # a module reading stdin reads nothing, as it did when the request was all of it
+    os.close(null)
     answer_fd = os.dup(1)
     os.dup2(2, 1)  # what imported modules print, even from C, goes to stderr
     root = os.path.realpath(request["root"])
@@ -45,7 +51,22 @@ def main():
         answer["modules"], answer["checks"] = _prove(request["modules"], request["snippet_dir"],
                                                      request.get("snippet_module"))
     with os.fdopen(answer_fd, "w") as out:
-        out.write(json.dumps(answer))
+        out.write(json.dumps(answer) + "\n")   # its end: a forked child may hold this pipe open
+    # alive until patchspec has killed what the imports started: their orphans are in this tree
+    with os.fdopen(request_fd, "rb") as rest:
+        rest.read()
+
+
+def _adopt_orphans():
+    """Be the subreaper of what the imports start (Linux): a child whose parent exits, a daemon that
+    forks twice, stays this probe's descendant, where patchspec finds it to kill it."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
+    except (ImportError, OSError, AttributeError):
+        pass
 
 
 def _findable(name):
@@ -124,40 +145,60 @@ def _imported_instead(module, path):
 
 
 def _callers(module, check, shown):
-    """What callers reach: a package above the module (its ``__init__``, as a program imports it) that
-    binds the target's name to another object, imported from elsewhere (a C function, a compiled module's,
-    a fallback's), runs that object for its callers, not the patched one: not live, and said whose it is."""
+    """What callers reach: a package above the module (its ``__init__``, as a program imports it), or
+    another module of the package, that binds the target's name to compiled code of the package imported
+    from elsewhere (an accelerator's C function, a compiled module's) runs that for its callers, and the
+    patched source is a fallback that does not run: not live, and said whose it is. Another Python
+    function a package above binds there is live code of its own: the patch stays live for the module's
+    callers, and the row says whom the package's callers reach."""
     top = check["function"].split(".")[0]
     patched = vars(module).get(top)
     if patched is None:
         return shown
-    reached = []
+    reached, elsewhere = [], []
     parts = module.__name__.split(".")
-    for depth in range(len(parts) - 1, 0, -1):
-        package = sys.modules.get(".".join(parts[:depth]))
+    above = [".".join(parts[:depth]) for depth in range(len(parts) - 1, 0, -1)]
+    beside = sorted(n for n in list(sys.modules) if n.split(".")[0] == parts[0] and n not in above
+                    and n != module.__name__)
+    for name in above + beside:
+        package = sys.modules.get(name)
         if package is None or top not in vars(package):
             continue
         public = "%s.%s" % (package.__name__, top)
         other = vars(package)[top]
         if _reaches(other, patched):
-            reached.append(public)
+            reached += [public] if name in above else []
             continue
         if not (callable(other) and not isinstance(other, types.ModuleType)) \
                 or getattr(other, "__module__", package.__name__) == package.__name__:
             continue   # a definition of the package's own, or a value: no re-export of the target
         mine = "%s.%s" % (parts[-1], check["function"])
+        ours = (getattr(other, "__module__", None) or "").split(".")[0] == parts[0]
+        if not (ours and _compiled(other)):   # Python code of its own (a function, a partial), another package's
+            elsewhere += ["callers of %s reach %s instead" % (public, _whose(other))] if name in above else []
+            continue
         return {"live": False, "dead": True, "why": "%s is %s: a patch of %s does not run for callers of %s; %s"
                 % (public, _whose(other), mine, public, _advice(other))}
     if reached:
         shown = dict(shown, why="%s; callers of %s reach it" % (shown["why"], ", ".join(reached)))
+    if elsewhere:
+        shown = dict(shown, why="%s; %s" % (shown["why"], "; ".join(elsewhere)))
     return shown
 
 
+def _compiled(obj):
+    """A C function or a compiled module's function or class (an extension, mypyc, Cython)."""
+    if isinstance(obj, types.BuiltinFunctionType):
+        return True
+    source = getattr(sys.modules.get(getattr(obj, "__module__", None) or ""), "__file__", None) or ""
+    return source.endswith(COMPILED) and (isinstance(obj, type) or not hasattr(obj, "__code__"))
+
+
 def _reaches(obj, target):
-    """``obj`` is ``target``, or leads to it through ``__wrapped__`` or a closure (a wrapper without
-    ``functools.wraps``)."""
+    """``obj`` is ``target``, or leads to it through ``__wrapped__``, a closure (a wrapper without
+    ``functools.wraps``) or a ``functools.partial``."""
     for step in _chain(obj):
-        if step is target:
+        if step is target or getattr(step, "func", None) is target:
             return True
         for cell in getattr(step, "__closure__", None) or ():
             try:
@@ -169,8 +210,12 @@ def _reaches(obj, target):
 
 
 def _whose(obj):
-    """``pkg.mod.name (built-in)``, ``(compiled: FILE)`` or ``(FILE:LINE)``."""
-    name = "%s.%s" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", getattr(obj, "__name__", "?")))
+    """``pkg.mod.name (built-in)``, ``(compiled: FILE)`` or ``(FILE:LINE)``; an object of no name (a
+    ``functools.partial``, an instance) as its repr."""
+    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    if not isinstance(qualname, str):
+        return repr(obj)[:100]
+    name = "%s.%s" % (getattr(obj, "__module__", "?"), qualname)
     code = getattr(obj, "__code__", None)
     if isinstance(code, types.CodeType):
         return "%s (%s:%d)" % (name, code.co_filename, code.co_firstlineno)
@@ -181,9 +226,9 @@ def _whose(obj):
 
 
 def _advice(obj):
-    code = getattr(obj, "__code__", None)
-    if isinstance(code, types.CodeType):
-        return "target %s:%s, which callers reach" % (code.co_filename, getattr(obj, "__qualname__", "?"))
+    source = getattr(sys.modules.get(getattr(obj, "__module__", None) or ""), "__file__", None) or ""
+    if source.endswith(".py"):   # a Python module's compiled helper (a Cython function, say)
+        return "target what %s binds it to in %s, or no source patch reaches it" % (obj.__module__, source)
     return "it is compiled code: no source patch reaches it"
 
 

@@ -111,12 +111,17 @@ def inside(base: Path, rel: str, what: str = "path", where: str = "the root") ->
 
 
 def name_in(base: Path, name: str, suffix: str, what: str) -> Path:
-    """The file ``NAME + suffix`` of the directory ``base`` for a name a user or a file gives (a release
-    profile's name, a distribution's): a name, never a path; refused in one line as ``inside`` refuses a
-    path, and when it holds a ``/``."""
+    """The file ``NAME + suffix`` of the directory ``base``, for a name a user or a file gives (a release
+    profile's, a distribution's): a name, never a path; refused in one line when it holds a ``/``, is
+    ``..`` or absolute, or (``inside``) its file is a link out of ``base`` or to another file in it."""
+    if not isinstance(name, str) or not name or name in (".", "..") or any(c in name for c in "/\\\0"):
+        kind = "an absolute path" if isinstance(name, str) and name.startswith("/") else "not a name"
+        raise PatchspecError(f"{what} {name!r} is {kind}: a name holds no '/' and is not '..', and this one would "
+                             f"leave {base}", file=str(base))
     rel = inside(base, f"{name}{suffix}", what, f"its directory ({base})")
-    if rel != f"{name}{suffix}" or "/" in rel:
-        raise PatchspecError(f"{what} {name!r} is a name, not a path: no '/' in it", file=str(base))
+    if rel != f"{name}{suffix}":
+        raise PatchspecError(f"{what} {name!r}: {name}{suffix} is a link to {rel}; patchspec reads and writes "
+                             "a name's own file only", file=str(base))
     return Path(os.path.realpath(base)) / rel
 
 

@@ -11,14 +11,17 @@ import yaml
 from packaging.utils import canonicalize_name
 
 from patchspec import yamlloc
-from patchspec.compiler.drift import UNRECORDED, Candidate, DriftRow, has_pattern, report
-from patchspec.compiler.plan import resolve
+from patchspec.compiler.drift import Candidate, Drift, DriftRow, has_pattern, report
+from patchspec.compiler.edits import Status
+from patchspec.compiler.plan import close_names, resolve
+from patchspec.compiler.source import SourceFile
 from patchspec.errors import PatchspecError
 from patchspec.install import installed
 from patchspec.install.root import Root
 from patchspec.install.state import load_state
 from patchspec.model import Spec
-from patchspec.prepare import compile_plan, pristine_reader
+from patchspec.install.pristine import pristine_reader
+from patchspec.verdict import compile_plan
 from patchspec.releases import profiles
 from patchspec.releases.drift_cache import cached_binding_rows
 from patchspec.releases.report import row_line
@@ -48,7 +51,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     the release is paired and check, apply and drift name what fails instead of finding no profile."""
     root = Root.open(root_path)
     directory = profiles.releases_dir(spec_paths[0])
-    path = directory / f"{release}.yaml"
+    path = profiles.profile_path(directory, release)
     if path.exists() and not force:
         raise PatchspecError(f"{path.name} exists; --force to replace it", file=str(path))
     previous = profiles.load_profile(directory, old) if old else None
@@ -66,7 +69,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
         for target in base.targets:
             for spec, rows in zip(forms + [base], reports):
                 mine = [r for r in rows if r.target == target.id]
-                if all(r.drift == UNRECORDED for r in mine):
+                if all(r.drift == Drift.UNRECORDED for r in mine):
                     prints[target.id] = mine[0].fingerprint
                     if spec is not base and target.id in overrides:
                         kept[target.id] = _plain(overrides[target.id])
@@ -74,21 +77,26 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
                     break
             else:
                 renamed = _renamed_to(target, mine)
+                nearest = renamed.qualname if renamed else _nearest(target, mine, read)
                 suggestion = renamed and (f"{base.name}: {target.id}: every anchor holds in {renamed.qualname} "
                                           f"(line {renamed.line}); if it is the same function renamed, override "
                                           f"it: {target.id}: {{function: {renamed.qualname}}}")
+                suggestion = suggestion or nearest and (
+                    f"{base.name}: {target.id}: {target.function} is not defined in {target.file}; its nearest "
+                    f"name is {nearest}: if it is the same function renamed, override it: {target.id}: "
+                    f"{{function: {nearest}}}")
                 if suggestion and accept is not None and accept(suggestion):
-                    moved = dataclasses.replace(target, function=renamed.qualname)
+                    moved = dataclasses.replace(target, function=nearest)
                     rows = report(base.with_targets((moved,)), read, root.has_package, {})
-                    if all(r.drift == UNRECORDED for r in rows):
-                        kept[target.id] = {"function": renamed.qualname}
+                    if all(r.drift == Drift.UNRECORDED for r in rows):
+                        kept[target.id] = {"function": nearest}
                         prints[target.id] = rows[0].fingerprint
                         notes.append(f"accepted: {suggestion}")
                         chosen[target.id] = moved
                         continue
-                needs += [f"{base.name}: {row_line(r)}" for r in mine if r.drift != UNRECORDED]
+                needs += [f"{base.name}: {row_line(r)}" for r in mine if r.drift != Drift.UNRECORDED]
                 broken += [f"{base.name} {r.target}#{r.index} {r.kind} {r.function}: {r.drift}"
-                           for r in mine if r.drift != UNRECORDED]
+                           for r in mine if r.drift != Drift.UNRECORDED]
                 needs += [suggestion] if suggestion else []
         for row in cached_binding_rows(base, read, root.has_package):
             if row.severity:
@@ -129,7 +137,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
 
 
 def _refusal(spec: Spec, read, root: Root) -> str | None:
-    """What refuses the spec as this draft would pair it with the release (``prepare.compile_plan``, the
+    """What refuses the spec as this draft would pair it with the release (``verdict.compile_plan``, the
     one verdict), or None when it holds."""
     try:
         compile_plan(spec, resolve([spec], read, root.has_package), read)
@@ -152,6 +160,13 @@ def _renamed_to(target, rows: list[DriftRow]) -> Candidate | None:
     if best is None or not anchored or best.anchors < anchored:
         return None
     return best
+
+
+def _nearest(target, rows: list[DriftRow], read) -> str | None:
+    """The nearest name of the file to a target it no longer defines (the "did you mean" its row says)."""
+    text = read(target.file) if any(r.status == Status.TARGET_MISSING for r in rows) else None
+    close = close_names(target.function, SourceFile(target.file, text)) if text is not None else []
+    return close[0] if close else None
 
 
 def _plain(data):

@@ -21,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 
 from patchspec import yamlloc
 from patchspec.install import installed
+from patchspec.install.root import name_in
 from patchspec.errors import PatchspecError
 from patchspec.model import Loc, Spec
 from patchspec.spec import check_transform_syntax, schema_errors
@@ -128,8 +129,13 @@ def release_key(release: str):
         return (0, release, Version("0"), release)
 
 
+def profile_path(directory: Path, release: str, what: str = "release") -> Path:
+    """The file of the profile named ``release``: a name, never a path (``root.name_in``)."""
+    return name_in(directory, release, ".yaml", what)
+
+
 def load_profile(directory: Path, release: str) -> Profile:
-    path = directory / f"{release}.yaml"
+    path = profile_path(directory, release)
     if not path.is_file():
         known = ", ".join(known_releases(directory)) or "none"
         raise PatchspecError(f"unknown release {release!r}; known releases: {known}", file=str(directory))
@@ -178,7 +184,7 @@ def all_pins(directory: Path) -> dict[str, Pins]:
     out: dict[str, Pins] = {}
     added = False
     for release in known_releases(directory):
-        path = directory / f"{release}.yaml"
+        path = profile_path(directory, release)
         text = path.read_text()
         key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         if key in entries:

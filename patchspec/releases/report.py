@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from patchspec.compiler.drift import CHANGED, UNCHANGED, USES, DriftRow, exit_code, report
+from patchspec.compiler.drift import USES, Drift, DriftRow, exit_code, report
 from patchspec.errors import PatchspecError
 from patchspec.install import installed
 from patchspec.install.root import Root
 from patchspec.install.state import load_state
 from patchspec.model import Spec, package_of
 from patchspec.results import Record
-from patchspec.prepare import pristine_reader
+from patchspec.install.pristine import pristine_reader
 from patchspec.releases import cache, profiles
 from patchspec.releases.drift_cache import cached_binding_rows, cached_file_drift, cached_obsolete_line
 from patchspec.spec import load_spec
@@ -157,6 +157,6 @@ def row_line(r: DriftRow, changes: bool = True) -> str:
         parts.append("candidates " + ", ".join(
             f"{c.qualname} (line {c.line}, {c.anchors} anchor(s) hold there, "
             f"similarity {c.similarity:.2f})" for c in r.candidates))
-    if r.detail and r.drift not in (UNCHANGED, CHANGED):
+    if r.detail and r.drift not in (Drift.UNCHANGED, Drift.CHANGED):
         parts.append(r.detail)
     return "; ".join(parts)

@@ -26,7 +26,7 @@ import pytest
 
 from patchspec.cli import main
 from patchspec.compiler.snippet_api import declared_uses
-from patchspec.snippets import package_dir
+from patchspec.snippets import PackageFiles, package_dir
 from patchspec.spec import load_spec
 from tests.gaudi_shape import LAYOUT, PACKAGES
 
@@ -39,7 +39,7 @@ PINNED = "a3bc21a"   # main before the layers moved
 
 def _named_files(spec_path: Path) -> set[str]:
     spec = load_spec(str(spec_path))
-    return {t.file for t in spec.targets} | set(declared_uses(package_dir(spec)))
+    return {t.file for t in spec.targets} | set(declared_uses(PackageFiles(package_dir(spec))))
 
 
 @pytest.fixture(scope="module")

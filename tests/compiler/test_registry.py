@@ -44,3 +44,12 @@ def test_the_docs_table_is_generated_from_the_descriptors():
         ".transforms import docs_table; print(docs_table())'"
     for kind in KINDS.values():
         assert kind.docs_row in table and kind.summary in kind.docs_row
+
+
+def test_the_spec_language_example_marks_every_key_the_schema_requires():
+    """``summary:`` is required (issue 27, item 12); before, the docs' example did not say so of any key."""
+    required = schema()["required"]
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "spec-language.md").read_text()
+    example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    lines = {line.split(":", 1)[0]: line for line in example.splitlines() if line[:1].isalpha()}
+    assert {key: "# required" in lines.get(key, "") for key in required} == dict.fromkeys(required, True)

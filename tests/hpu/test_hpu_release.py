@@ -14,7 +14,8 @@ from conftest import FIXTURE, SPEC
 from patchspec.compiler import bindings
 from patchspec.compiler.plan import emit
 from patchspec.verbs import reading, writing
-from patchspec.prepare import binding_problems, compile_spec, prepare
+from patchspec.prepare import compile_spec, prepare
+from patchspec.verdict import binding_problems
 from patchspec.errors import Exit, PatchspecError
 from patchspec.install.root import Root
 from patchspec.runtime_snippets.pipeline_parallel import buckets, graphs, handshake, runner, sizes, startup, worker

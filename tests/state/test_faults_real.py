@@ -19,7 +19,7 @@ from patchspec.install.state import locked
 from patchspec.errors import PatchspecError
 from patchspec.install.root import Root
 from patchspec.compiler.snippet_api import declared_uses
-from patchspec.snippets import package_dir
+from patchspec.snippets import PackageFiles, package_dir
 from patchspec.spec import load_spec
 from tests.gaudi_shape import fixture_root
 from tests.state.toy import points, tree
@@ -32,7 +32,7 @@ RELEASE = "v0.30.0"
 def _vllm_files() -> list[str]:
     """The vLLM files the spec patches and those its snippets' USES name (the binding check reads them)."""
     spec = load_spec(SPEC)
-    named = {t.file for t in spec.targets} | set(declared_uses(package_dir(spec)))
+    named = {t.file for t in spec.targets} | set(declared_uses(PackageFiles(package_dir(spec))))
     return sorted(rel for rel in named if rel.startswith("vllm/"))
 
 

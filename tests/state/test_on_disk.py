@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from patchspec.verbs import reading, writing
-from patchspec.prepare import pristine_reader
+from patchspec.install.pristine import pristine_reader
 from patchspec.install import txn
 from patchspec.install.state import LOCK_FILE, STATE_FILE, load_state, locked
 from patchspec.cli import main

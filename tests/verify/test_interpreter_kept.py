@@ -55,3 +55,4 @@ def test_a_version_2_state_record_reads_as_one_no_python_named(tmp_path, capsys)
     assert load_state(Root.open(site)).specs["vtoy"].python is None
     assert main(["verify", spec, "--root", str(site)]) == 0   # the venv's own interpreter, by its path
     assert "its venv)" in capsys.readouterr().out
+

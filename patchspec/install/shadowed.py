@@ -1,0 +1,67 @@
+"""What Python may run instead of a target's source, seen statically: a compiled module beside the
+``.py`` (an accelerator, mypyc, Cython: Python imports it first), and a package above the module that
+binds the target's name in a ``try``/``except`` (or ``if``) import (an accelerator with a pure fallback).
+``init``, ``compile``, ``check`` and ``apply`` warn of both; the run-time proof shows which one runs."""
+from __future__ import annotations
+
+import ast
+import posixpath
+from collections.abc import Callable
+
+from patchspec.compiler import scope
+from patchspec.install.root import Root
+
+COMPILED = (".so", ".pyd")
+
+
+def warnings(root: Root, rel: str, qualname: str, read: Callable[[str], str | None]) -> list[str]:
+    """One line per way ``rel``'s ``qualname`` may not be what runs (``read``: rel -> pristine text)."""
+    return compiled_siblings(root, rel) + fallback_bindings(rel, qualname.split(".")[0], read)
+
+
+def compiled_siblings(root: Root, rel: str) -> list[str]:
+    folder, name = posixpath.split(rel)
+    stem = name.removesuffix(".py")
+    if stem == "__init__" or not (root.path / folder).is_dir():
+        return []
+    found = sorted(p.name for p in (root.path / folder).iterdir()
+                   if p.name.startswith(stem + ".") and p.name.endswith(COMPILED))
+    return [f"{rel}: {posixpath.join(folder, f)} is a compiled module beside it: Python imports that, not "
+            f"{name}, so no patch of its source runs there (verify shows what runs)" for f in found]
+
+
+def fallback_bindings(rel: str, name: str, read: Callable[[str], str | None]) -> list[str]:
+    """A package above ``rel`` binding ``name`` in more than one branch (``try``/``except``, ``if``), one
+    of them an import from ``rel``'s module: in the other branch, callers of the package's name do not
+    reach ``rel``."""
+    module = rel.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+    parts = module.split(".")
+    out = []
+    for depth in range(len(parts) - 1, 0, -1):
+        package = ".".join(parts[:depth])
+        init = "/".join(parts[:depth]) + "/__init__.py"
+        text = read(init)
+        try:
+            tree = ast.parse(text) if text else None
+        except SyntaxError:
+            continue
+        if tree is None:
+            continue
+        bindings = [b for b in scope.level_bindings(tree.body, name) if b.path]
+        mine = [b for b in bindings if _imports_from(b.node, package, module)]
+        others = [b for b in bindings if b not in mine]
+        if mine and others:
+            other = others[0]
+            out.append(f"{init}:{other.line}: {package}.{name} is bound in {scope.label(other.path)} by "
+                       f"{other.describe()}, and from {module} only in {scope.label(mine[0].path)} (line "
+                       f"{mine[0].line}): when the other branch runs, callers of {package}.{name} do not reach "
+                       f"{rel} (verify shows which runs)")
+    return out
+
+
+def _imports_from(node: ast.stmt, package: str, module: str) -> bool:
+    if not isinstance(node, ast.ImportFrom):
+        return False
+    base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+    source = ".".join([*base, *(node.module.split(".") if node.module else [])])
+    return source == module
