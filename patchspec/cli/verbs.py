@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchspec.errors import Exit, PatchspecError, severity_exit
+from patchspec.errors import Exit, PatchspecError, printable, severity_exit
 
 if TYPE_CHECKING:
-    from patchspec.results import Record
+    from patchspec.results import FileAction, Record
 
 
 @dataclass
@@ -213,12 +213,10 @@ def cmd_unapply(args) -> Outcome:
     return _files(_notes(result.notes), result.actions)
 
 
-def _files(out: Outcome, actions: list[tuple[str, str]]) -> Outcome:
-    from patchspec.results import FileAction
-
-    for rel, action in actions:
-        out.results.append(FileAction(rel, action))
-        out.lines.append(f"{action}: {rel}")
+def _files(out: Outcome, actions: list[FileAction]) -> Outcome:
+    for done in actions:
+        out.results.append(done)
+        out.lines.append(f"{done.action}: {done.path}")
     return out
 
 
@@ -346,7 +344,7 @@ def cmd_profile(args) -> Outcome:
 
 
 def _ask(suggestion: str) -> bool:
-    print(suggestion)
+    print(printable(suggestion))
     return input("take this override into the draft? [y/N] ").strip().lower() in ("y", "yes")
 
 
