@@ -88,15 +88,7 @@ class _StartUpWatch:
 
     def _run(self) -> None:
         host, port = self._address
-        # the store's own client backs off for seconds between tries: wait for the
-        # port here, so the watch hears a refusal as soon as rank 0 serves it
-        while not self.done.is_set() and time.monotonic() < self._deadline:
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection((host, port), timeout=_POLL_S),
-            ):
-                break
-            self.done.wait(_POLL_S)
+        _wait_for_port(self._address, self._deadline, self.done)
         try:
             store = dist.TCPStore(
                 host,
@@ -165,6 +157,20 @@ class _StartUpWatch:
             )
 
 
+def _wait_for_port(
+    address: tuple[str, int], deadline: float, done: threading.Event
+) -> None:
+    """Until ``address`` accepts a connection: the store's own client backs off for
+    seconds between tries, and a refusal should be heard as soon as rank 0 serves it."""
+    while not done.is_set() and time.monotonic() < deadline:
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(address, timeout=_POLL_S),
+        ):
+            return
+        done.wait(_POLL_S)
+
+
 def _post(
     address: tuple[str, int],
     rank: int,
@@ -193,6 +199,7 @@ def _post(
                 host, port, is_master=True, wait_for_workers=False, timeout=timeout
             )
     if store is None:
+        _wait_for_port(address, time.monotonic() + timeout_s, threading.Event())
         store = dist.TCPStore(
             host, port, is_master=False, wait_for_workers=False, timeout=timeout
         )
