@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from patchspec.errors import printable
 from patchspec.releases.cache import pypi_root
 
 DEFAULT_SPEC = Path(__file__).resolve().parent / "specs" / "pipeline-parallel.yaml"
@@ -27,14 +28,14 @@ def tree_digest(root: Path) -> str:
 def run(requirement: str, spec: str, main) -> int:
     """``main`` is the CLI entry point, so every step prints exactly what the user's own command would."""
     def step(title: str, *argv: str) -> int:
-        print(f"\n$ patchspec {' '.join(argv)}    # {title}", flush=True)
+        print("\n" + printable(f"$ patchspec {' '.join(argv)}    # {title}"), flush=True)
         return main(list(argv))
 
     source = pypi_root(requirement)
     with tempfile.TemporaryDirectory(prefix="patchspec-demo-") as scratch:
         root = Path(scratch) / "site-packages"
         shutil.copytree(source, root, ignore=shutil.ignore_patterns(".complete"))
-        print(f"{requirement} from PyPI, sources copied to {root}")
+        print(printable(f"{requirement} from PyPI, sources copied to {root}"))
         before = tree_digest(root)
         if step("resolve every anchor: plan and drift report", "compile", spec, "--root", str(root)) != 0:
             return step("what moved, target by target", "drift", spec, "--root", str(root))

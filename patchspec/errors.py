@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import enum
+import re
 import sys
 from dataclasses import dataclass
 
@@ -49,6 +50,19 @@ class Location:
         return {"file": self.file, "line": self.line, "col": self.col}
 
 
+# What a terminal acts on rather than shows (C0 and C1 controls but the tab, DEL, the bidirectional
+# overrides and isolates) and what it cannot encode (a lone surrogate, from a path's undecodable bytes).
+_UNPRINTABLE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+                          "\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """``text`` as a person reads it on a terminal: each control character as its Python escape (``\\x1b``,
+    ``\\n``), so a path or a name from a spec, a root or the command line cannot move the cursor, set the
+    window title or break the one line. Every line the CLI prints passes here; ``--json`` needs it not."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 _WARNED: set[str] = set()
 
 
@@ -56,7 +70,7 @@ def warn(message: str) -> None:
     """One line on stderr, ``patchspec: file:line:col: warning: ...``, once per command (``forget_warnings``)."""
     if message not in _WARNED:
         _WARNED.add(message)
-        print(f"patchspec: {message}", file=sys.stderr)
+        print(f"patchspec: {printable(message)}", file=sys.stderr)
 
 
 def forget_warnings() -> None:

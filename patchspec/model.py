@@ -31,6 +31,7 @@ class Transform:
     index: int
     loc: Loc
     param_locs: dict[str, Loc] = field(default_factory=dict, compare=False)
+    acknowledge: frozenset[str] = frozenset()   # the rules of its kind the spec means to pass (``acknowledge:``)
 
     def at(self, key: str) -> Loc:
         return self.param_locs.get(key, self.loc)

@@ -19,7 +19,7 @@ import libcst as cst
 
 from patchspec.compiler import scope
 from patchspec.compiler.edits import NodeEdit, Status
-from patchspec.compiler.plan import RUNTIME_PACKAGE, Plan, Resolved
+from patchspec.compiler.plan import RUNTIME_PACKAGE, Plan, Resolved, edited_lines
 from patchspec.compiler.source import SourceError, SourceFile
 from patchspec.compiler.transforms import KINDS
 from patchspec.compiler.kind import Key, Live
@@ -74,8 +74,9 @@ def prove(root: Root, spec: Spec, plan: Plan, state: State, python: interpreter.
     rows = [r for r in plan.resolved if r.status != Status.SKIPPED and r.file in state.specs[spec.name].files]
     texts = {rel: root.read_text(rel) for rel in {r.file for r in rows}}
     checks, static = {}, {}
+    written = edited_lines(plan, spec, {rel: text for rel, text in texts.items() if text is not None})
     for number, r in enumerate(rows):
-        static[number], checks[number] = _expect(spec, r, texts[r.file], state, root)
+        static[number], checks[number] = _expect(spec, r, texts[r.file], state, root, written.get(id(r)))
     modules: dict[str, dict] = {}
     for number, r in enumerate(rows):
         if static[number] is None:
@@ -111,8 +112,9 @@ def prove(root: Root, spec: Spec, plan: Plan, state: State, python: interpreter.
 
 
 def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
-            root: Root) -> tuple[str | None, dict]:
-    """What the probe must show for ``r`` (its check), or why the file alone already shows it is not."""
+            root: Root, written: set[int] | None = None) -> tuple[str | None, dict]:
+    """What the probe must show for ``r`` (its check), or why the file alone already shows it is not.
+    ``written``: the lines of the file its own edits wrote, where its lines are looked for when known."""
     kind = KINDS[r.kind]
     record = state.files.get(r.file)
     if text is None or record is None or sha256(root.read_bytes(r.file)) != record.patched_sha256:
@@ -123,6 +125,9 @@ def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
         return None, {**check, "names": bound_names(code)}
     live = kind.live
     params = _params(spec, r)
+    if r.binding:   # the target's own assignment replaced or removed: what its new text binds at that level
+        owner = r.function.rpartition(".")[0]
+        return None, {**check, "how": Live.BINDING.value, "owner": owner, "names": sorted(kind.binds(params).here)}
     if live is Live.BINDING and "parameter" in params:  # evaluated where the def runs: the live defaults show it
         check.update(how=DEFAULT, parameter=params["parameter"], value=params["value"])
     elif live is Live.BINDING and "name" in params:
@@ -150,7 +155,8 @@ def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
         lines = text.splitlines()[check["first_line"] - 1:node.end_lineno]
         found = []
         for needle in _needles(r):
-            at = [check["first_line"] + i for i, line in enumerate(lines) if needle in line]
+            at = [check["first_line"] + i for i, line in enumerate(lines) if needle in line
+                  and (not written or check["first_line"] + i in written)]
             if not at:
                 return f"{needle!r} is not in {r.function} in {r.file} as patched", {}
             found += at

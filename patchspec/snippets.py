@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import ast
-import keyword
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,17 +64,12 @@ def read_package(read, spec: Spec):
 
 
 def validate(spec: Spec) -> None:
-    """The alias is a Python name, every hook a transform names is exported by the snippet package, its
-    arguments bind, and its signature fits its use (a decorator takes the one function; a method's first
-    parameter the instance)."""
+    """Every hook a transform names is exported by the snippet package, its arguments bind, and its
+    signature fits its use (a decorator takes the one function; a method's first parameter the instance);
+    the alias is a name, not a keyword, since the spec loaded (``spec.build_spec``)."""
     if spec.snippet_package is None:
         _no_hooks(spec)
         return
-    if not spec.alias.isidentifier() or keyword.iskeyword(spec.alias):
-        text = Path(spec.path).read_text(errors="replace").splitlines()
-        line = next((i for i, t in enumerate(text, 1) if "alias" in t), None)
-        raise PatchspecError(f"snippets alias {spec.alias!r} is not a Python name that code can import as",
-                             file=spec.path, line=line)
     exported = read_package(snippet_api.exports, spec)
     for target in spec.targets:
         for t in target.transforms:

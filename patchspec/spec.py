@@ -16,7 +16,7 @@ import jsonschema
 
 from patchspec.compiler import bounds, pattern
 from patchspec.compiler.transforms import KINDS, transform_schema
-from patchspec.compiler.kind import Key
+from patchspec.compiler.kind import ACKNOWLEDGE, Key
 from patchspec import yamlloc
 from patchspec.errors import PatchspecError, warn
 from patchspec.model import Loc, ObsoleteWhen, Spec, Target, Transform
@@ -51,6 +51,11 @@ def schema_errors(data, file: str, name: str = "spec") -> None:
 def _explain(error: jsonschema.ValidationError) -> str:
     if "propertyNames" in error.schema_path and error.validator == "enum":
         return f"unknown key {error.instance!r}; expected one of {', '.join(error.validator_value)}"
+    if error.validator == "pattern" and list(error.absolute_path)[-1:] == ["file"]:
+        if error.instance.startswith("/"):
+            return (f"{error.instance!r} is an absolute path; a target file is a path relative to the root, as "
+                    "the package installs it (pkg/module.py)")
+        return f"{error.instance!r} is not a Python file (a path relative to the root ending in .py)"
     if error.validator == "additionalProperties":
         return error.message.replace("were unexpected", "are not allowed").replace(
             "was unexpected", "is not allowed")
@@ -114,9 +119,20 @@ def load_spec_bytes(raw: bytes, file: str) -> Spec:
             line, col = yamlloc.locate(data, [key])
             deprecations.append(f"{file}:{line}:{col}: warning: {key}: {change}")
             del data[key]
+    newer(data, file)
     schema_errors(data, file)
     spec = build_spec(data, file, hashlib.sha256(raw).hexdigest())
     return dataclasses.replace(spec, deprecations=tuple(deprecations)) if deprecations else spec
+
+
+def newer(data: dict, file: str) -> None:
+    """Refuse a spec of a format newer than this patchspec reads, saying so (docs/formats.md)."""
+    current = schema()["properties"]["spec"]["const"]
+    found = data.get("spec")
+    if isinstance(found, int) and not isinstance(found, bool) and found > current:
+        line, col = yamlloc.locate(data, ["spec"])
+        raise PatchspecError(f"spec format {found} is newer than this patchspec reads ({current}); upgrade "
+                             "patchspec", file=file, line=line, col=col)
 
 
 # Keys that an earlier spec of the same format (``spec: 1``) had, read with a one-line warning naming the
@@ -146,7 +162,10 @@ def build_spec(data, file: str, sha256: str) -> Spec:
         for index, item in enumerate(raw_target["transforms"]):
             (kind, params), = item.items()
             param_locs = {key: loc(params, key) for key in params}
-            transform = Transform(kind, dict(params), index, loc(raw_target["transforms"], index), param_locs)
+            params = dict(params)
+            acknowledged = frozenset(params.pop(ACKNOWLEDGE, ()))
+            transform = Transform(kind, params, index, loc(raw_target["transforms"], index), param_locs,
+                                  acknowledged)
             check_transform_syntax(transform)
             transforms.append(transform)
         targets.append(Target(raw_target["id"], raw_target["file"], raw_target["function"],
@@ -157,6 +176,10 @@ def build_spec(data, file: str, sha256: str) -> Spec:
         _check_pattern(cond["contains"], "statement_or_expression", loc(cond, "contains"))
         obsolete.append(ObsoleteWhen(cond["file"], cond["function"], cond["contains"], cond_loc))
     snips = data.get("snippets") or {}   # none: a spec whose transforms call no hooks (rewrites)
+    if keyword.iskeyword(snips.get("alias", "")):
+        where = loc(snips, "alias")
+        raise PatchspecError(f"snippets alias {snips['alias']!r} is a Python keyword, not a name code can "
+                             "import the snippet package as", file=file, line=where.line, col=where.col)
     return Spec(name=data["name"], summary=data["summary"], snippet_package=snips.get("package"),
                 alias=snips.get("alias"), targets=tuple(targets),
                 obsolete_when=tuple(obsolete), path=file, sha256=sha256,
@@ -173,6 +196,14 @@ def check_transform_syntax(transform: Transform) -> None:
         if too_big:
             where = transform.at(key)
             raise PatchspecError(f"{key}: {too_big}", file=where.file, line=where.line, col=where.col)
+        if kind.keys.get(key) in (Key.REWRITE_PATTERN, Key.STATEMENTS_PATTERN) and pattern.only_metavariable(value):
+            where, name = transform.at(key), value.strip()
+            every = ("every run of statements of the target, so it names no one place; write a statement it "
+                     "should match beside it") if name.startswith("$$$") else (
+                     f"every expression of the target, so it names no one place; write what it should match "
+                     f"around it (`{name}.close()`, `return {name}`)")
+            raise PatchspecError(f"{key}: {name!r} is only a metavariable: it matches {every}", file=where.file,
+                                 line=where.line, col=where.col)
         if key in forms:
             _check_pattern(value, forms[key], transform.at(key))
         elif kind.keys.get(key) in (Key.IDENTIFIER, Key.HOOK) and isinstance(value, str) and keyword.iskeyword(value):

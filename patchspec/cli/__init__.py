@@ -14,7 +14,7 @@ import sys
 import traceback
 
 from patchspec.cli.verbs import GROUPS, VERBS, OneOf, Verb
-from patchspec.errors import Exit, PatchspecError, forget_warnings
+from patchspec.errors import Exit, PatchspecError, forget_warnings, printable
 
 
 class _Parser(argparse.ArgumentParser):
@@ -118,7 +118,7 @@ def _main(argv: list[str] | None) -> int:
         print(json.dumps(envelope(args.verb, outcome.exit, [r.to_json() for r in outcome.results], None), indent=1))
     else:
         for line in outcome.lines:
-            print(line)
+            print(printable(line))
     sys.stdout.flush()
     return outcome.exit
 
@@ -147,7 +147,7 @@ def _fail(args, error: PatchspecError) -> int:
     """An error: its JSON record (``PatchspecError.to_json``) in the envelope with ``--json``, and one line."""
     if getattr(args, "json", False):
         print(json.dumps(envelope(args.verb, error.exit_code, [], error.to_json()), indent=1))
-    print(f"patchspec: {error}", file=sys.stderr)
+    print(f"patchspec: {printable(str(error))}", file=sys.stderr)
     return error.exit_code
 
 

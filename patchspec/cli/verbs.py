@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchspec.errors import Exit, PatchspecError, severity_exit
+from patchspec.errors import Exit, PatchspecError, printable, severity_exit
 
 if TYPE_CHECKING:
     from patchspec.results import Record
@@ -346,7 +346,7 @@ def cmd_profile(args) -> Outcome:
 
 
 def _ask(suggestion: str) -> bool:
-    print(suggestion)
+    print(printable(suggestion))
     return input("take this override into the draft? [y/N] ").strip().lower() in ("y", "yes")
 
 

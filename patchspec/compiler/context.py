@@ -192,9 +192,23 @@ class TargetContext:
     marker: str
     owner: str
     notes: list[str] = field(default_factory=list)   # what the plan line should say about this transform
+    acknowledged: frozenset[str] = frozenset()        # the rules the transform's ``acknowledge`` names
 
     def note(self, text: str) -> None:
         self.notes.append(text)
+
+    def refuse(self, broken: list[tuple[str, str, list[int]]]) -> None:
+        """``(rule, what is wrong, lines)`` for each rule (``Kind.rules``) the transform breaks: refused
+        (``not-applicable``) with the first one's text and the ``acknowledge`` key that lets it through,
+        unless the transform acknowledges every one of them, which the plan line then says."""
+        pending = [(rule, text, lines) for rule, text, lines in broken if rule not in self.acknowledged]
+        if pending:
+            rule, text, lines = pending[0]
+            names = ", ".join(dict.fromkeys(r for r, _, _ in pending))
+            raise ResolveError(Status.NOT_APPLICABLE, f"{text} (a spec that means it says so: `acknowledge: "
+                                                      f"[{names}]` in this transform)", lines)
+        for rule, text, _lines in broken:
+            self.note(f"acknowledged {rule}: {text}")
 
     def fragment_is_one_line(self) -> bool:
         """Whether the target's body shares its header's line (without parsing it when it does not)."""

@@ -14,9 +14,11 @@ class _ApplyNodeEdits(cst.CSTTransformer):
     """Every edit where its action says: a ``NODE`` action on its node (in stage order, each action with all
     its specs' new nodes in stacking order), the statement actions in the node's block."""
 
-    def __init__(self, edits: list[NodeEdit], rebuilt: set[int] | None = None) -> None:
+    def __init__(self, edits: list[NodeEdit], rebuilt: set[int] | None = None, synthetic: int | None = None) -> None:
         super().__init__()
         self.rebuilt = rebuilt
+        self.synthetic = synthetic   # the ``if True:`` block an indented fragment is parsed under (not the file's)
+        self.emptied: list[cst.EmptyLine] | None = None   # that block's lines, when nothing of it is left
         self.by_node: dict[int, dict[Action, list[cst.CSTNode]]] = defaultdict(lambda: defaultdict(list))
         for edit in edits:
             self.by_node[id(edit.node)][edit.action].append(edit.new)
@@ -59,21 +61,26 @@ class _ApplyNodeEdits(cst.CSTTransformer):
             if statements and holds_run(statements[0]):
                 guard = (statements[0], group)
                 continue
+            tail: list[cst.EmptyLine] = []   # a replacement's closing comment lines, for the next statement
             if instead:
                 group = [*before, *statements, *after]
                 if not statements:
                     carried += [*lead, *instead]
                     continue
+                tail = [n for n in instead[instead.index(statements[-1]) + 1:] if isinstance(n, cst.EmptyLine)]
             if group:
-                group = [group[0].with_changes(leading_lines=(*carried, *lead)),
+                own = group[0].leading_lines if group[0] is not new else ()   # a replacement's opening comments
+                group = [group[0].with_changes(leading_lines=(*carried, *lead, *own)),
                          *[s.with_changes(leading_lines=()) if s is new else s for s in group[1:]]]
-                carried = []
+                carried = tail
                 out += group
         if guard is not None:
             out.append(fill_run(*guard))
         changes: dict = {"body": tuple(out)}
         if carried:
-            if not out and isinstance(updated, cst.IndentedBlock):   # its only statement removed: a marked pass
+            if not out and id(original) == self.synthetic:   # an indented target's own statement removed
+                self.emptied = carried
+            elif not out and isinstance(updated, cst.IndentedBlock):   # its only statement removed: a marked pass
                 changes["body"] = (cst.SimpleStatementLine(
                     body=[cst.Pass()], leading_lines=tuple(carried[:-1]),
                     trailing_whitespace=with_marker(cst.TrailingWhitespace(), carried[-1].comment.value)),)
@@ -85,7 +92,16 @@ class _ApplyNodeEdits(cst.CSTTransformer):
 def render_fragment(fragment: Fragment, edits: list[NodeEdit], rebuilt: set[int] | None = None) -> str:
     """``rebuilt``: the ids of the edited nodes and their ancestors (``Definition.enclosing``); None
     rebuilds every node."""
-    return fragment.render(fragment.module.visit(_ApplyNodeEdits(edits, rebuilt)))
+    synthetic = id(fragment.module.body[0].body) if fragment.header else None
+    visitor = _ApplyNodeEdits(edits, rebuilt, synthetic)
+    module = fragment.module.visit(visitor)
+    if visitor.emptied is not None:   # the comment lines alone, at the statement's indentation
+        first = fragment.source.lines[fragment.start - 1]
+        indent = first[:len(first) - len(first.lstrip())]
+        newline = fragment.source.newline
+        return "".join(f"{indent}{line.comment.value}{newline}" if line.comment else newline
+                       for line in visitor.emptied)
+    return fragment.render(module)
 
 
 def splice(source: SourceFile, fragments: dict[int, tuple[int, str]], line_edits: list[LineEdit]) -> str:

@@ -18,6 +18,8 @@ from patchspec.compiler import scope
 from patchspec.compiler.context import TargetContext
 from patchspec.compiler.edits import Action, LineEdit, NodeEdit
 
+ACKNOWLEDGE = "acknowledge"   # the transform key naming the rules (``Kind.rules``) a spec means to pass
+
 
 class Key(enum.Enum):
     """What a transform key holds."""
@@ -110,12 +112,16 @@ class Kind:
     live: Live = Live.CODE_LINES                  # how verify shows it live
     local: bool = False                           # it looks at and edits only what its patterns match and the
                                                   # target's own node: the body's other statements need no parse
+    rules: frozenset[str] = frozenset()           # refusals a transform may acknowledge by name (``acknowledge``):
+                                                  # a rule that guards a common mistake, where the spec may mean it
 
     @property
     def schema(self) -> dict:
+        properties = {key: kind.schema for key, kind in self.keys.items()}
+        if self.rules:
+            properties[ACKNOWLEDGE] = {"type": "array", "uniqueItems": True, "items": {"enum": sorted(self.rules)}}
         return {"type": "object", "additionalProperties": False,
-                "required": [key for key in self.keys if key not in self.optional],
-                "properties": {key: kind.schema for key, kind in self.keys.items()}}
+                "required": [key for key in self.keys if key not in self.optional], "properties": properties}
 
     @property
     def docs_row(self) -> str:

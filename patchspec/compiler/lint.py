@@ -106,6 +106,8 @@ def unbound_problems(rows: list[tuple], definitions: dict, sources: dict[str, So
         if row.file not in module_cache:
             names = scope.module_names(sources[row.file].tree)
             own = {n for r in ok if r.file == row.file for n in binds[id(r)].module}
+            own |= {n for r in ok if r.file == row.file and r.own and "." not in r.function   # a module-level
+                    for n in binds[id(r)].here}                                            # statement rewritten
             module_cache[row.file] = None if names is None else names | own
         earlier = [(r, binds[id(r)]) for r in ok if r is not row and r.file == row.file]
         own: set[str] = set()   # names the row's own earlier statements bind (a replacement's lines)

@@ -69,6 +69,12 @@ def placeholders(text: str) -> str:
     return _TOKEN.sub(one, textwrap.dedent(text))
 
 
+def only_metavariable(text: str) -> bool:
+    """Whether a rewrite pattern is one metavariable and nothing else (``$X``, ``$$$XS``): it matches every
+    expression, or every run of statements, so it names no one place."""
+    return re.fullmatch(r"\s*\$(?:\$\$)?[A-Z_][A-Z0-9_]*\s*", text) is not None
+
+
 def names_in(text: str) -> set[str]:
     return {m_.group(2) or m_.group(3) for m_ in _TOKEN.finditer(textwrap.dedent(text)) if not m_.group(1)}
 

@@ -11,10 +11,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 
-from patchspec.compiler import gcpause, lint, pattern, rewrite
+import libcst as cst
+
+from patchspec.compiler import gcpause, lint, pattern, rewrite, scope
 from patchspec.compiler.edits import ConflictError, LineEdit, NodeEdit, ResolveError, Status, marked_line
 from patchspec.compiler.emit import render_fragment, splice
-from patchspec.compiler.source import STAND_IN_PREFIX, SourceError, SourceFile, TargetAmbiguous, TargetNotLive
+from patchspec.compiler.source import (STAND_IN_PREFIX, SourceError, SourceFile, TargetAmbiguous, TargetNotLive,
+                                       split_lines)
 from patchspec.compiler.transforms import KINDS
 from patchspec.compiler.context import Definition, TargetContext
 from patchspec.model import Loc, Spec, Target
@@ -37,6 +40,9 @@ class Resolved:
     detail: str = ""
     lines: list[int] = field(default_factory=list)
     note: str = ""                   # how the target or anchor was chosen, when that needs saying
+    own: bool = False                # it rewrites the target's own statement (a module- or class-level one)
+    binding: bool = False            # that statement is an assignment replaced or removed, or a definition
+                                     # removed: the module's names show it, not a function's lines
     spec_loc: Loc | None = None      # the transform in the spec file
     edits: list = field(default_factory=list, repr=False)
 
@@ -152,7 +158,7 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, o
                     f"plan patches one definition of a name", [located.node.lineno])
     out = []
     for transform in target.transforms:
-        ctx = TargetContext(shared, spec.alias, spec.marker, spec.name)
+        ctx = TargetContext(shared, spec.alias, spec.marker, spec.name, acknowledged=transform.acknowledge)
         resolved = row(transform, Status.OK)
         try:
             resolved.line, resolved.edits = KINDS[transform.kind].resolve(ctx, transform.params)
@@ -163,6 +169,11 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, o
                 resolved.spec_loc = transform.at(pattern_keys[0])   # the anchor itself, in the spec
         except SourceError as exc:
             resolved.status, resolved.detail = Status.UNPARSABLE, str(exc)
+        own = [e for e in resolved.edits if isinstance(e, NodeEdit) and e.node is shared.fragment.node
+               and e.action.rewrites]   # the target's own statement rewritten: a definition replaced keeps its name
+        resolved.own = bool(own)
+        resolved.binding = bool(own) and (not isinstance(located.node, scope.SCOPES)
+                                          or not any(isinstance(e.new, cst.BaseStatement) for e in own))
         resolved.note = "; ".join(filter(None, [located.note, *ctx.notes]))
         out.append(resolved)
     return out
@@ -296,3 +307,44 @@ def _check_rewrites(rows: list[Resolved], definitions: dict) -> None:
                     f"spec {r.spec} ({r.target}#{r.index}, {r.kind}) would change what spec {other.spec} "
                     f"({other.target}#{other.index}, {other.kind}) is anchored on at line {other.line}: they "
                     f"cannot both apply", r.file, r.line, [loc for loc in (other.spec_loc, r.spec_loc) if loc])
+
+
+def edited_lines(plan: Plan, spec: Spec, texts: dict[str, str]) -> dict[int, set[int]]:
+    """By the id of each row of one spec's ``plan`` (resolved on the pristine sources), the lines of
+    ``texts`` (the files as patched, other specs' edits among them) that its own edits wrote: what ties a
+    transform's expectation to its own edit's position, never to the same text elsewhere in the target. A
+    row whose lines cannot be told apart (another spec rewrote them too) is left out."""
+    out: dict[int, set[int]] = {}
+    for path in plan.files:
+        rows = [r for r in plan.resolved if r.file == path and r.ok]
+        try:
+            full = _emit_rows(plan, rows, spec).get(path)
+            if full is None or path not in texts:
+                continue
+            placed = _same_lines(full, texts[path])
+            for r in rows:
+                if r.edits:
+                    without = _emit_rows(plan, [x for x in rows if x is not r], spec).get(path, plan.sources[path].text)
+                    out[id(r)] = {placed[n] for n in _written(without, full) if n in placed}
+        except (ConflictError, ValueError):   # the plan does not emit alone: no position to tell
+            continue
+    return out
+
+
+def _emit_rows(plan: Plan, rows: list[Resolved], spec: Spec) -> dict[str, str]:
+    return emit(Plan(rows, plan.sources, plan.definitions), [spec])
+
+
+def _written(before: str, after: str) -> list[int]:
+    """The lines of ``after`` (from 1) that are not ``before``'s."""
+    matcher = difflib.SequenceMatcher(None, split_lines(before), split_lines(after), autojunk=False)
+    return [n + 1 for tag, _i1, _i2, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert")
+            for n in range(j1, j2)]
+
+
+def _same_lines(one: str, other: str) -> dict[int, int]:
+    """Each line of ``one`` (from 1) that ``other`` holds unchanged, by its line there."""
+    if one == other:
+        return {n: n for n in range(1, len(split_lines(one)) + 1)}
+    matcher = difflib.SequenceMatcher(None, split_lines(one), split_lines(other), autojunk=False)
+    return {a + k + 1: b + k + 1 for a, b, size in matcher.get_matching_blocks() for k in range(size)}

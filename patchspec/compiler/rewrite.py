@@ -193,9 +193,15 @@ def marker_edit(ctx: TargetContext, node: cst.CSTNode) -> NodeEdit:
 
 
 def find_rewritten(ctx: TargetContext, text: str, what: str) -> tuple[cst.CSTNode, dict]:
-    """The one node matching a rewrite pattern, with its captures; zero or several is a ResolveError."""
-    matcher = pattern.to_matcher(pattern.parse(text, "rewrite"))
-    found = [(n, b) for n, b in ctx.definition.find_bound(matcher) if n is not ctx.fragment.node]
+    """The one node matching a rewrite pattern, with its captures; zero or several is a ResolveError. The
+    target's own statement counts when the target is a module- or class-level assignment (``remove`` or
+    ``replace`` of ``_OctalPatt = re.compile(...)``, the target naming ``_OctalPatt``) or when the pattern
+    is a whole definition (``def f(...): ...``)."""
+    parsed = pattern.parse(text, "rewrite")
+    matcher = pattern.to_matcher(parsed)
+    whole = isinstance(parsed, cst.FunctionDef | cst.ClassDef) or not isinstance(ctx.fragment.node, cst.FunctionDef
+                                                                                   | cst.ClassDef)
+    found = [(n, b) for n, b in ctx.definition.find_bound(matcher) if whole or n is not ctx.fragment.node]
     if len(found) != 1:
         raise ResolveError(Status.MISSING if not found else Status.AMBIGUOUS, what,
                            sorted({ctx.line_of(ctx.definition.statement_of(n)) for n, _ in found}))

@@ -146,13 +146,15 @@ def _imported_instead(module, path):
 
 def _callers(module, check, shown):
     """What callers reach: a package above the module (its ``__init__``, as a program imports it) that
-    binds the target's name to another object, imported from elsewhere (a C function, a compiled module's,
-    a fallback's), runs that object for its callers, not the patched one: not live, and said whose it is."""
+    binds the target's name to compiled code imported from elsewhere (an accelerator's C function, a
+    compiled module's) runs that for its callers, and the patched source is a fallback that does not run:
+    not live, and said whose it is. Another Python function bound there is live code of its own: the
+    patch stays live for the module's callers, and the row says whom the package's callers reach."""
     top = check["function"].split(".")[0]
     patched = vars(module).get(top)
     if patched is None:
         return shown
-    reached = []
+    reached, elsewhere = [], []
     parts = module.__name__.split(".")
     for depth in range(len(parts) - 1, 0, -1):
         package = sys.modules.get(".".join(parts[:depth]))
@@ -167,10 +169,15 @@ def _callers(module, check, shown):
                 or getattr(other, "__module__", package.__name__) == package.__name__:
             continue   # a definition of the package's own, or a value: no re-export of the target
         mine = "%s.%s" % (parts[-1], check["function"])
+        if isinstance(getattr(other, "__code__", None), types.CodeType):
+            elsewhere.append("callers of %s reach %s instead" % (public, _whose(other)))
+            continue
         return {"live": False, "dead": True, "why": "%s is %s: a patch of %s does not run for callers of %s; %s"
                 % (public, _whose(other), mine, public, _advice(other))}
     if reached:
         shown = dict(shown, why="%s; callers of %s reach it" % (shown["why"], ", ".join(reached)))
+    if elsewhere:
+        shown = dict(shown, why="%s; %s" % (shown["why"], "; ".join(elsewhere)))
     return shown
 
 
@@ -202,9 +209,9 @@ def _whose(obj):
 
 
 def _advice(obj):
-    code = getattr(obj, "__code__", None)
-    if isinstance(code, types.CodeType):
-        return "target %s:%s, which callers reach" % (code.co_filename, getattr(obj, "__qualname__", "?"))
+    source = getattr(sys.modules.get(getattr(obj, "__module__", None) or ""), "__file__", None) or ""
+    if source.endswith(".py"):   # a Python module's compiled helper (a Cython function, say)
+        return "target what %s binds it to in %s, or no source patch reaches it" % (obj.__module__, source)
     return "it is compiled code: no source patch reaches it"
 
 

@@ -38,13 +38,17 @@ def compile_texts(spec_path: str, texts: dict[str, str]) -> dict[str, str]:
 
 def expected_text(old: Text, new: Text, qualnames: list[str]) -> str:
     """The old text with each named definition (or name) as the new text has it; a definition the old text
-    lacks is appended to its class, or to the module."""
+    lacks is appended to its class, or to the module; one the new text lacks is gone."""
     lines = list(old.lines)
     edits: list[tuple[int, int, list[str]]] = []
     appended: list[tuple[int, list[str]]] = []
     for qualname in qualnames:
         after = locate(new, qualname)
         before = locate(old, qualname)
+        if after is None:   # removed by the change
+            if before is not None:
+                edits.append((*old.lines_of(before), []))
+            continue
         start, end = new.lines_of(after)
         body = [line if line.endswith(("\n", "\r")) else line + "\n" for line in new.lines[start - 1:end]]
         if before is not None:

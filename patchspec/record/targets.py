@@ -79,7 +79,8 @@ class FileDraft:
             raise Unfaithful(f"--target: {qualname} is defined in neither release's {self.old.path}{hint}",
                              file=self.old.path)
         if new is None:
-            raise _refuse(self.old, old, f"{qualname} is removed by the change: no transform removes a definition")
+            self.removed(qualname, old)
+            return
         if old is None:
             self.added(qualname, new)
         else:
@@ -141,6 +142,9 @@ class FileDraft:
                 if key is None or key not in new_keys:
                     if _is_docstring(stmt, old):
                         continue
+                    if key is not None and not key.startswith("import "):
+                        self.removed(prefix + key.split(" ", 1)[1], stmt)
+                        continue
                     raise _refuse(self.old, stmt, f"a statement {where} is removed or rewritten")
             for stmt in new[j1:j2]:
                 key = _member_key(stmt)
@@ -157,6 +161,11 @@ class FileDraft:
                     self.changed(prefix + name, old_keys[key], stmt)
                 else:
                     self.added(prefix + name, stmt)
+
+    def removed(self, qualname: str, old: ast.stmt) -> None:
+        """A definition or name the change removes: ``remove`` of its statement, the target naming it."""
+        target = self.target(qualname)
+        target.steps.append(Step("remove", {"anchor": self.old.code(old)}, self.old.lines_of(old), None))
 
     def added(self, qualname: str, new: ast.stmt) -> None:
         """A definition or name the change adds: small, right after the statement upstream put it after

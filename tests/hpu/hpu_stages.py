@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 import queue
 import socket
 import sys
@@ -63,7 +64,19 @@ def _portable(output):
     return "EMPTY_MODEL_RUNNER_OUTPUT" if output is empty else repr(output)
 
 
+class _Lines(logging.Handler):
+    """The snippets' log lines (``vllm.patchspec.*``) of one stage process, in order."""
+
+    def __init__(self):
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+
 def _stage_main(root, rank, pp, port, inbox, outbox, options):
+    logged = _Lines()
     try:
         import_root(root)
         runner_module = importlib.import_module("vllm_gaudi.v1.worker.hpu_model_runner")
@@ -76,10 +89,13 @@ def _stage_main(root, rank, pp, port, inbox, outbox, options):
             dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=pp,
                                     timeout=timedelta(seconds=START_S))
             snippets = importlib.import_module("_patchspec_runtime.pipeline_parallel.runner")
-            transfer = snippets.StageTransfer(dist.group.WORLD, timeout_s=TIMEOUT_S / 2)
+            transfer = snippets.StageTransfer(dist.group.WORLD, timeout_s=options.get("timeout_s", TIMEOUT_S / 2))
             snippets.STAGES[runner] = snippets.Stage(rank == 0, rank == pp - 1, transfer)
             if rank < pp - 1:  # a non-last stage returns vLLM's output type: import it now, not in a step
                 importlib.import_module("vllm.v1.outputs")
+        if rank in options.get("warmup_fails_on", ()):
+            _fail_in_warmup(runner)
+        logging.getLogger("vllm.patchspec").addHandler(logged)  # after vLLM's logging set-up
         outbox.put((rank, "ready", None))
         while (msg := inbox.get()) is not None:
             kind, payload = msg
@@ -95,10 +111,20 @@ def _stage_main(root, rank, pp, port, inbox, outbox, options):
             runner.forwards.clear()
             outbox.put((rank, kind, report))
     except BaseException:
-        outbox.put((rank, "error", traceback.format_exc()))
+        outbox.put((rank, "error", traceback.format_exc() + "log:\n" + "\n".join(logged.lines)))
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _fail_in_warmup(runner) -> None:
+    """The stage's model raises in its first forward, the warm-up's, as a graph capture out of device memory
+    does."""
+
+    def failing(*args, **kwargs):
+        raise MemoryError("out of device memory in graph capture (test)")
+
+    runner.get_model().forward = failing
 
 
 class Pipeline:

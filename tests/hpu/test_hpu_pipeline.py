@@ -96,3 +96,17 @@ def test_stages_that_disagree_on_the_batch_stop_with_a_desync(hpu_roots):
         assert first[0].forwards == [(1, 8)] and first[0].messages == 1
         with pytest.raises(RuntimeError, match="PipelineDesyncError: .*token count.*expected 4, got 8"):
             pipeline.run("step", step | {"num_scheduled_tokens": {"a": 3}}, ranks=[1])
+
+
+def test_a_failed_warm_up_reports_its_own_error_without_waiting_on_the_next_stage(hpu_roots):
+    """Stage 0's warm-up fails while stage 1 posts no receive (it warms up on zeros, or is done): no abort
+    is sent, which would wait for that receive until the transfer timeout (5 s here, 240 s by default)
+    and only then let the real error out. The error comes with no transfer event before it."""
+    with Pipeline(hpu_roots[1], 2, timeout_s=5.0, warmup_fails_on=(0,)) as pipeline:
+        pipeline.run("warmup", ranks=[1])
+        with pytest.raises(RuntimeError, match="stage 0 failed") as failed:
+            pipeline.run("warmup", ranks=[0])
+    report = str(failed.value)
+    assert "MemoryError: out of device memory in graph capture (test)" in report
+    log = report.split("log:\n", 1)[1]
+    assert "abort" not in log and "timed out" not in log, log

@@ -50,3 +50,65 @@ def test_size_1_builds_no_stage_and_checks_nothing(patched_import, monkeypatch):
     hooks = importlib.import_module("_patchspec_runtime.pipeline_parallel.runner")
     monkeypatch.setenv("VLLM_HPU_PP_MAX_MESSAGE_BYTES", "1")
     assert hooks.stage(_runner(pp=1)) is None
+
+
+def _worker(runner, hooks, first: bool, last: bool):
+    """The patched fixture worker over ``runner``, placed in the pipeline as a stage that receives unless
+    ``first`` and sends unless ``last`` (registered as whoever builds the stage registers it)."""
+    module = importlib.import_module("vllm_gaudi.v1.worker.hpu_worker")
+    hooks.STAGES[runner] = hooks.Stage(first, last, transfer=None)
+    worker = module.HPUWorker(runner.vllm_config, 0, 0, None)
+    worker.model_runner = runner
+    return module, worker
+
+
+# the fixture's device: 1 MiB free, 0.9 of it usable, 0.9 of that for the KV cache
+KV_SHARE = int((1 << 20) * 0.9 * 0.9)
+
+
+@pytest.mark.parametrize("first, last, held", [(True, False, PAYLOAD), (False, True, PAYLOAD),
+                                               (False, False, 2 * PAYLOAD)],
+                         ids=["stage 0 sends", "last stage receives", "middle stage both"])
+def test_the_transfer_s_device_memory_comes_out_of_the_kv_cache(patched_import, first, last, held):
+    """KV sizing (``determine_available_memory``) gives the KV cache what the forward's tensors leave: the
+    received tensors on a receiving stage, the outputs cloned in the graph on a sending one."""
+    hooks = importlib.import_module("_patchspec_runtime.pipeline_parallel.runner")
+    _, worker = _worker(_runner(), hooks, first, last)
+    assert worker.determine_available_memory() == KV_SHARE - held
+
+
+def test_a_split_payload_also_holds_the_rank_s_slices_and_the_uneven_rounds_scratch(patched_import,
+                                                                                   monkeypatch):
+    """At TP 3 the 8 KiB payload (above a 1 KiB split size) is gathered: its 4 KiB tensors do not divide by
+    3, so each one's last round goes through a scratch buffer of 3 x its slice."""
+    hooks = importlib.import_module("_patchspec_runtime.pipeline_parallel.runner")
+    sizes = importlib.import_module("_patchspec_runtime.pipeline_parallel.sizes")
+    monkeypatch.setenv("VLLM_HPU_PP_SPLIT_BYTES", "1024")
+    runner = _runner(tp=3)
+    layout = sizes.plan(dict(runner.get_model().make_empty_intermediate_tensors(64, runner.dtype, "meta").tensors),
+                        64, 3, 1024)
+    assert layout.parts == 3
+    slices = sum(r.slice_bytes for r in layout.rounds)
+    scratch = sum(3 * r.slice_bytes for r in layout.rounds if r.length != 3 * r.slice_bytes)
+    assert slices >= PAYLOAD // 3 and scratch > 0
+    _, worker = _worker(runner, hooks, False, True)
+    assert worker.determine_available_memory() == KV_SHARE - PAYLOAD - slices - scratch
+
+
+def test_a_transfer_that_leaves_no_kv_cache_is_refused_naming_what_is_missing(patched_import, monkeypatch):
+    hooks = importlib.import_module("_patchspec_runtime.pipeline_parallel.runner")
+    module, worker = _worker(_runner(), hooks, False, True)
+    monkeypatch.setattr(module, "FREE_DEVICE_BYTES", 8192)  # 6635.52 bytes for the KV cache
+    with pytest.raises(ValueError) as refused:
+        worker.determine_available_memory()
+    assert str(refused.value) == (
+        f"pipeline transfer: a forward of max_num_batched_tokens=64 holds {PAYLOAD} bytes of device memory for "
+        f"the stage-to-stage tensors, more than the 6635 left for the KV cache: {PAYLOAD - 6635} bytes missing "
+        "before any KV block; lower --max-num-batched-tokens or raise --gpu-memory-utilization")
+
+
+def test_size_1_sizes_the_kv_cache_as_before(patched_import):
+    module = importlib.import_module("vllm_gaudi.v1.worker.hpu_worker")
+    worker = module.HPUWorker(_runner(pp=1).vllm_config, 0, 0, None)
+    worker.model_runner = _runner(pp=1)
+    assert worker.determine_available_memory() == KV_SHARE

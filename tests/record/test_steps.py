@@ -108,6 +108,12 @@ CASES = {
          ("Cart.add", "insert_after", {"anchor": "self.items.append(item)", "code": "check(item)"}),
          ("Cart.add", "guard", {"statements": "self.save()", "by": "try:\n    $$$BODY\nexcept OSError:\n    pass"}),
          ("Cart.add", "add_statement", {"code": "def clear(self):\n    self.items = []"})]),
+    "a_removed_definition_is_removed_on_the_target_naming_it": (
+        "def f():\n    pass\ndef g():\n    pass\n", "def f():\n    pass\n",
+        [("g", "remove", {"anchor": "def g():\n    pass"})]),
+    "a_removed_module_level_name_is_removed_on_the_target_naming_it": (
+        "import re\n_space_re = re.compile(r'\\s')\nX = 1\n", "import re\nX = 1\n",
+        [("_space_re", "remove", {"anchor": "_space_re = re.compile(r'\\s')"})]),
     "comments_layout_and_docstrings_are_no_change": (
         'def f():\n    """Old."""\n    return g(1, 2)\n',
         'def f():\n    """New."""\n    # a comment\n    return g(\n        1,\n        2,\n    )\n',
@@ -123,8 +129,6 @@ def test_steps(before, after, expected):
 REFUSALS = {
     "a_changed_parameter_list": ("def f(a):\n    pass\n", "def f(a, b):\n    pass\n", "its parameters changed"),
     "a_changed_decorator": ("@d\ndef f():\n    pass\n", "@e\ndef f():\n    pass\n", "its decorators changed"),
-    "a_removed_definition": ("def f():\n    pass\ndef g():\n    pass\n", "def f():\n    pass\n",
-                             "is removed or rewritten"),
     "a_new_module_level_statement_that_defines_nothing": ("X = 1\n", "X = 1\nprint(X)\n", "is added or rewritten"),
     "a_new_method_that_moves_and_reads_its_module": ("class K:\n    A = 1\n", "class K:\n    A = 1\n    def m(self):\n"
                                                    + "        x = 1\n" * 12 + "        return helper()\n",

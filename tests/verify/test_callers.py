@@ -134,3 +134,16 @@ def test_init_and_compile_warn_statically_of_a_fallback_binding_and_a_compiled_s
     assert main(["compile", str(tmp_path / "fix" / "toy-fix.yaml"), "--root", str(site)]) == 0
     out = capsys.readouterr().out
     assert fallback in out and compiled in out
+
+
+def test_a_package_binding_another_python_function_of_the_name_leaves_the_patch_live_and_says_so(tmp_path, capsys):
+    """Another Python function (``vpkg.escape`` from ``vpkg.html``) is live code of its own: the patch of
+    ``_native.escape`` runs for that module's callers; the row names whom the package's callers reach."""
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": "from .html import escape\n", "vpkg/_native.py": NATIVE,
+                   "vpkg/html.py": "def escape(s):\n    return 'html:' + s\n", "vpkg/md.py": MD})
+    spec = write_spec(tmp_path / "spec", SPEC, SNIPPET)
+    assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site)]) == 0
+    assert f"callers of vpkg.escape reach vpkg.html.escape ({site}/vpkg/html.py:1) instead" in capsys.readouterr().out

@@ -3,7 +3,8 @@
 Run as ``python scheduler_run.py MODEL_DIR SCENARIOS_JSON`` with a release root (patched or not) first
 on ``sys.path``: each test process imports exactly one vLLM. A scenario is
 ``{"pp": N, "async": bool, "max_seqs": M}``, with ``"max_active": A`` for vLLM's
-``max_num_active_seqs`` (0.31 on);
+``max_num_active_seqs`` (0.31 on) and ``"requests": [[prompt length, max tokens], ...]`` for other
+requests than ``REQUESTS`` (the model length and KV blocks grow to hold them);
 the queue holds ``pp`` steps in flight, schedules the next while earlier ones are out, and feeds model
 outputs back oldest first. The "model" samples a token derived from the request and its length, so two
 runs that schedule the same work produce the same tokens.
@@ -31,23 +32,26 @@ BLOCKS = 256
 REQUESTS = [(8, 6), (13, 9), (5, 4), (21, 7), (9, 9), (17, 5)]
 
 
-def build(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int, max_active: int | None) -> Scheduler:
-    model = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32", max_model_len=256)
+def build(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int, max_active: int | None,
+          requests: list) -> Scheduler:
+    max_len = max(256, max(prompt + tokens for prompt, tokens in requests))
+    blocks = max(BLOCKS, sum(-(-(prompt + tokens) // BLOCK) for prompt, tokens in requests))
+    model = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32", max_model_len=max_len)
     active = {} if max_active is None else {"max_num_active_seqs": max_active}
     vllm_config = VllmConfig(
         model_config=model,
-        scheduler_config=SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=1024, max_model_len=256,
+        scheduler_config=SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=1024, max_model_len=max_len,
                                          is_encoder_decoder=False, async_scheduling=False, **active),
         cache_config=CacheConfig(block_size=BLOCK, enable_prefix_caching=False),
         device_config=DeviceConfig(device="cpu"),
         parallel_config=ParallelConfig(pipeline_parallel_size=pp),
     )
-    vllm_config.cache_config.num_gpu_blocks = BLOCKS
+    vllm_config.cache_config.num_gpu_blocks = blocks
     # Set after the config is built: the patched config refuses async scheduling at pipeline size > 1,
     # and what is tested here is that the scheduler's own targets leave an async schedule as it was.
     vllm_config.scheduler_config.async_scheduling = async_scheduling
     spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=1, head_size=1, dtype=torch.float32)
-    kv = KVCacheConfig(num_blocks=BLOCKS, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)])
+    kv = KVCacheConfig(num_blocks=blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)])
     cls = AsyncScheduler if async_scheduling else Scheduler
     return cls(vllm_config=vllm_config, kv_cache_config=kv,
                structured_output_manager=StructuredOutputManager(vllm_config), block_size=BLOCK)
@@ -57,14 +61,15 @@ def sampled(req_id: str, length: int) -> int:
     return 100 + (sum(map(ord, req_id)) * 31 + length) % 800
 
 
-def run(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int, max_active: int | None = None) -> dict:
-    scheduler = build(model_dir, pp, async_scheduling, max_seqs, max_active)
-    for i, (prompt, max_tokens) in enumerate(REQUESTS):
+def run(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int, max_active: int | None = None,
+        requests: list = REQUESTS) -> dict:
+    scheduler = build(model_dir, pp, async_scheduling, max_seqs, max_active, requests)
+    for i, (prompt, max_tokens) in enumerate(requests):
         params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
         scheduler.add_request(Request(f"r{i}", list(range(1, prompt + 1)), params, None))
-    lengths = {f"r{i}": prompt for i, (prompt, _) in enumerate(REQUESTS)}
+    lengths = {f"r{i}": prompt for i, (prompt, _) in enumerate(requests)}
     tokens: dict[str, list[int]] = {}
-    steps, running, in_flight_twice, outputs = [], [], [], []
+    steps, running, in_flight_twice, outputs, resent = [], [], [], [], []
     queue: deque = deque()
     while scheduler.has_requests() or queue:
         if scheduler.has_requests() and len(queue) < pp:
@@ -74,7 +79,9 @@ def run(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int, max_acti
             in_flight_twice += sorted(in_flight.intersection(ids))
             steps.append(ids)
             running.append(len(scheduler.running))
-            outputs.append(repr(out))
+            outputs.append(repr(out) if requests is REQUESTS else "")
+            # token ids sent again: a cached request's whole list, for workers that may not hold it
+            resent.append(sum(map(len, out.scheduled_cached_reqs.all_token_ids.values())))
             queue.appendleft(out)
             if len(queue) < pp:
                 continue
@@ -89,12 +96,13 @@ def run(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int, max_acti
             for o in engine_outputs.outputs:
                 tokens.setdefault(o.request_id, []).extend(o.new_token_ids)
     return {"steps": steps, "running": running, "in_flight_twice": in_flight_twice, "tokens": tokens,
-            "outputs": outputs}
+            "outputs": outputs, "resent": resent}
 
 
 def main() -> None:
     model_dir, scenarios = sys.argv[1], json.loads(sys.argv[2])
-    results = [run(model_dir, s["pp"], s["async"], s["max_seqs"], s.get("max_active")) for s in scenarios]
+    results = [run(model_dir, s["pp"], s["async"], s["max_seqs"], s.get("max_active"), s.get("requests", REQUESTS))
+               for s in scenarios]
     print(json.dumps(results))
 
 

@@ -14,7 +14,12 @@ from vllm_runs import RELEASES, result, start
 
 SCENARIOS = [{"pp": 1, "async": False, "max_seqs": 16}, {"pp": 2, "async": False, "max_seqs": 16},
              {"pp": 2, "async": True, "max_seqs": 16}, {"pp": 2, "async": False, "max_seqs": 4}]
-PP1, PP2, PP2_ASYNC, PP2_FOUR_SEQS = range(4)
+# Eight requests of 2,000 prompt tokens and 16 new tokens each: long enough that a whole token list
+# sent again per step shows.
+LONG = [[2000, 16]] * 8
+SCENARIOS += [{"pp": 1, "async": False, "max_seqs": 8, "requests": LONG},
+              {"pp": 2, "async": False, "max_seqs": 8, "requests": LONG}]
+PP1, PP2, PP2_ASYNC, PP2_FOUR_SEQS, LONG_PP1, LONG_PP2 = range(6)
 # max_num_active_seqs (vLLM 0.31 on): RUNNING admits at most 4 of the 16 runner slots.
 ACTIVE_SCENARIO = {"pp": 2, "async": False, "max_seqs": 16, "max_active": 4}
 PP2_FOUR_ACTIVE = len(SCENARIOS)
@@ -22,7 +27,7 @@ NEWEST = "0.33.0"
 # A tiny text-only model: the scheduler reads its config, never its weights.
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
           "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4,
-          "num_hidden_layers": 4, "vocab_size": 1000, "max_position_embeddings": 512,
+          "num_hidden_layers": 4, "vocab_size": 1000, "max_position_embeddings": 4096,
           "torch_dtype": "float32", "rms_norm_eps": 1e-6}
 
 
@@ -98,3 +103,17 @@ def test_output_unchanged_at_size_1_and_under_async_scheduling(runs, scenario):
     stock, patched = runs
     assert len(stock[scenario]["outputs"]) > 5
     assert patched[scenario]["outputs"] == stock[scenario]["outputs"]
+
+
+def test_size_2_sends_each_request_s_token_ids_once_not_every_step(runs):
+    """Under the microbatch cap the microbatches take turns, so a request is never in the step just before
+    its own, and vLLM's ``prev_step_scheduled_req_ids`` made its cached data carry its whole token list
+    (``all_token_ids``) every step, for workers that hold it already (224,952 token ids in this run).
+    Now a running request's list goes at most as often as at size 1."""
+    stock, patched = runs
+    pp1, pp2 = patched[LONG_PP1], patched[LONG_PP2]
+    assert pp2["tokens"] == pp1["tokens"] == stock[LONG_PP2]["tokens"]
+    assert all(len(t) == 16 for t in pp2["tokens"].values())
+    assert max(counts(pp2)) == 4  # two microbatches of four
+    assert pp1["resent"] == stock[LONG_PP1]["resent"]  # size 1 as stock
+    assert sum(pp2["resent"]) <= sum(pp1["resent"]), (pp2["resent"], pp1["resent"])

@@ -33,6 +33,7 @@ def _slot(row, edit) -> tuple[tuple, str]:
     return (row.file, id(edit.node), f"{edit.new.keyword.value}="), _code(edit.new.value)
 
 
+MAPPING = "mapping-keyword"   # the rule a spec may acknowledge: it knows the mapping never holds the keyword
 ARGUMENT = Action("argument", Place.NODE, apply=_append_args, lint=lambda new: new.value, stage=1)
 
 
@@ -49,10 +50,9 @@ def add_argument(ctx: TargetContext, params: dict[str, str]):
             ctx.note(f"**{mapping} holds only {', '.join(sorted(keys)) or 'no key'} (every key it is given in "
                      f"{ctx.qualname} is a literal): {keyword} cannot arrive twice")
             continue
-        raise ResolveError(Status.NOT_APPLICABLE, f"the call also passes **{mapping}, which may hold {keyword}: "
-                           f"it would then arrive twice (TypeError at run time); set it in the mapping instead "
-                           f"(an insert before the call, e.g. `{mapping}.setdefault({keyword!r}, ...)`)",
-                           [ctx.line_of(call)])
+        ctx.refuse([(MAPPING, f"the call also passes **{mapping}, which may hold {keyword}: it would then arrive "
+                              f"twice (TypeError at run time); set it in the mapping instead (an insert before the "
+                              f"call, e.g. `{mapping}.setdefault({keyword!r}, ...)`)", [ctx.line_of(call)])])
     arg = cst.Arg(keyword=cst.Name(keyword), value=pattern.parse(params["value"], "expression"),
                   equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
                                         whitespace_after=cst.SimpleWhitespace("")))
@@ -62,4 +62,4 @@ def add_argument(ctx: TargetContext, params: dict[str, str]):
 ADD_ARGUMENT = Kind("add_argument", "adds `keyword=value` to the one call in the target that matches the "
                     "`call` pattern", {"call": Key.EXPRESSION_PATTERN, "keyword": Key.IDENTIFIER,
                                        "value": Key.EXPRESSION}, add_argument,
-                    actions=(ARGUMENT,), slot=_slot, rank=3, local=True)
+                    actions=(ARGUMENT,), slot=_slot, rank=3, local=True, rules=frozenset({MAPPING}))

@@ -11,7 +11,7 @@ import ast
 import libcst as cst
 
 from patchspec.compiler import scope
-from patchspec.compiler.edits import Action, LineEdit, NodeEdit, Place, ResolveError, Status, marked, marked_line
+from patchspec.compiler.edits import Action, LineEdit, NodeEdit, Place, marked, marked_line
 from patchspec.compiler.context import TargetContext
 from patchspec.compiler.kind import Binds, Hook, Key, Kind, Live
 
@@ -44,20 +44,22 @@ def _member(kind: str, ctx: TargetContext, name: str, value: str, method: bool):
     return cls.lineno, [LineEdit(cls.body[-1].end_lineno, line, ctx.owner)]
 
 
+CAPTURED, EXISTING = "captured-default", "existing-member"   # the rules a spec may acknowledge (``Kind.rules``)
 REWRITE = "change an existing binding with the rewrite kinds `set` (a value) or `replace` (a definition)"
 
 
 def _refuse_existing(kind: str, ctx: TargetContext, cls: ast.ClassDef, name: str, method: bool) -> None:
     """A member added at the end of the class body runs after everything the body already did: a name
     the body read earlier keeps the old value there, and a name it binds already is silently replaced."""
+    broken = []
     captured = scope.class_reads_before(cls, name)
     if captured is not None:
         node, what = captured
         where = (f"`set` on the target {ctx.qualname}.{name}" if scope.level_bindings(cls.body, name)
                  else f"the rewrite kind `set` where {name} is bound")
-        raise ResolveError(Status.NOT_APPLICABLE, f"{cls.name}'s body reads {name} at line {node.lineno} "
-                           f"({what}) before an added {name} would run: that line keeps the old value; "
-                           f"change the value in place with {where}", [node.lineno])
+        broken.append((CAPTURED, f"{cls.name}'s body reads {name} at line {node.lineno} ({what}) before an added "
+                       f"{name} would run: that line keeps the old value; change the value in place with {where}",
+                       [node.lineno]))
     bound = [(b.line, b.describe()) for b in scope.level_bindings(cls.body, name)]
     if cls in ctx.source.tree.body:
         bound += [(stmt.lineno, f"`{scope.statement_text(stmt)}`")
@@ -68,8 +70,9 @@ def _refuse_existing(kind: str, ctx: TargetContext, cls: ast.ClassDef, name: str
                   and n.attr == name and isinstance(n.value, ast.Name) and n.value.id == "self"]
     if bound:
         line, what = min(bound)
-        raise ResolveError(Status.NOT_APPLICABLE, f"{cls.name} already binds {name} at line {line} ({what}): "
-                           f"{kind} would silently replace it; {REWRITE}", [line])
+        broken.append((EXISTING, f"{cls.name} already binds {name} at line {line} ({what}): {kind} would "
+                       f"silently replace it; {REWRITE}", [line]))
+    ctx.refuse(broken)
 
 
 def _spaced_methods(ctx: TargetContext, cls: ast.ClassDef) -> bool:
@@ -91,8 +94,8 @@ ADD_METHOD = Kind("add_method", "on a class target: `name = alias.<with>` at the
                   "(a blank line before it where the class's methods are separated by one)",
                   {"name": Key.IDENTIFIER, "with": Key.HOOK}, add_method, on_class=True, hook=Hook.METHOD,
                   binds=lambda params: Binds(member=frozenset({params["name"]})), actions=(MEMBER,), slot=_slot, rank=5,
-                  live=Live.CLASS_MEMBER)
+                  live=Live.CLASS_MEMBER, rules=frozenset({CAPTURED, EXISTING}))
 ADD_ATTRIBUTE = Kind("add_attribute", "on a class target: `name = value` at the end of the class body",
                      {"name": Key.IDENTIFIER, "value": Key.EXPRESSION}, add_attribute, on_class=True,
                      binds=lambda params: Binds(member=frozenset({params["name"]})), actions=(MEMBER,), slot=_slot,
-                     rank=6, live=Live.CLASS_MEMBER)
+                     rank=6, live=Live.CLASS_MEMBER, rules=frozenset({CAPTURED, EXISTING}))

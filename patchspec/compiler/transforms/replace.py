@@ -39,9 +39,13 @@ def replacement(ctx: TargetContext, code: str, bound: dict, expression: bool):
         if not isinstance(parsed, cst.BaseExpression):
             raise ResolveError(Status.NOT_APPLICABLE, "the pattern is an expression, so `by` must be one", [])
         return [rewrite.substitute(parsed, bound)]
-    statements = list(parsed.body) if isinstance(parsed, cst.Module) else [cst.SimpleStatementLine([cst.Expr(parsed)])]
-    module = rewrite.mark_code(cst.Module(body=statements), ctx.marker)
-    return list(rewrite.substitute(module, bound).body)
+    if not isinstance(parsed, cst.Module):
+        parsed = cst.Module(body=[cst.SimpleStatementLine([cst.Expr(parsed)])])
+    module = rewrite.substitute(rewrite.mark_code(parsed, ctx.marker), bound)
+    statements = list(module.body)
+    if statements and module.header:   # comments the code starts with lead its first statement, as in the diff
+        statements[0] = statements[0].with_changes(leading_lines=(*module.header, *statements[0].leading_lines))
+    return statements + [line for line in module.footer if line.comment is not None]   # and those it ends with
 
 
 def replace(ctx: TargetContext, params: dict[str, str]):
@@ -66,4 +70,5 @@ def _binds(params: dict[str, str]) -> Binds:
 REPLACE = Kind("replace", "the one expression or statement matching `pattern` (metavariables `$X`, `$$$XS`) "
                "becomes `by` (an expression for an expression; one or more statements for a statement), "
                "what the metavariables bound written back", {"pattern": Key.REWRITE_PATTERN, "by": Key.REPLACEMENT},
-               replace, actions=(EXPRESSION, STATEMENT, MARK), rewrites=True, binds=_binds, rank=8)
+               replace, actions=(EXPRESSION, STATEMENT, MARK), rewrites=True, binds=_binds, rank=8,
+               any_definition=True)

@@ -44,7 +44,11 @@ from .loader import (
 from .partition import refuse_split_shared_state
 from .async_scheduling import async_scheduling_off_for_pipeline
 from .startup import refuse_at_startup
-from .scheduler import admission_cap_reached, running_cap_reached
+from .scheduler import (
+    admission_cap_reached,
+    remember_held_requests,
+    running_cap_reached,
+)
 
 # --- HPU runner, HPU graphs and worker start-up (runner.py, graphs.py, worker.py) ---
 from .buckets import bound_buckets_to_microbatch
@@ -52,6 +56,7 @@ from .graphs import intermediate_tensors_iter, stage_output, take_intermediate_t
 from .runner import (
     aborts_next_stage,
     counted_step,
+    kv_cache_bytes_less_transfer,
     non_last_stage_output,
     sent_to_next_stage,
     skip_on_non_last_stage,

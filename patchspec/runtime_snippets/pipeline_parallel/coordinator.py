@@ -187,10 +187,12 @@ def counted_worker_step(fn):
         link = _link(parallel_state._PP, None, True, None, self.vllm_config)
         if link is None:
             return fn(self, scheduler_output, *args, **kwargs)
+        starts = scheduler_output.total_num_scheduled_tokens > 0
+        # a step without tokens runs no forward: the next stage posts no receive
         return in_step(
             link.transfer,
-            scheduler_output.total_num_scheduled_tokens > 0,
-            not link.is_last,
+            starts,
+            starts and not link.is_last,
             lambda: fn(self, scheduler_output, *args, **kwargs),
         )
 

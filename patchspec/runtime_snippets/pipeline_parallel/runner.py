@@ -32,7 +32,7 @@ import torch
 
 from ._logging import get_logger
 from .handshake import stage_layers
-from .sizes import refuse_oversized_forward
+from .sizes import refuse_oversized_forward, transfer_device_bytes
 from .transfer import StageTransfer, in_step
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "Stage",
     "aborts_next_stage",
     "counted_step",
+    "kv_cache_bytes_less_transfer",
     "non_last_stage_output",
     "sent_to_next_stage",
     "skip_on_non_last_stage",
@@ -70,6 +71,7 @@ USES = {
         "HPUModelRunner.device",
         "HPUModelRunner.dtype",
         "HPUModelRunner.vllm_config",
+        "HPUModelRunner.warmup_mode",
         "shallow_tuple(prefill_data)",
         "htorch",
         "has_kv_transfer_group",
@@ -108,6 +110,37 @@ def stage(runner: Any) -> Stage | None:
         refuse_oversized_forward(runner, runner.parallel_config.tensor_parallel_size)
         found = STAGES[runner] = _stage_from_vllm(runner)
     return found
+
+
+def kv_cache_bytes_less_transfer(runner: Any, cache_size_bytes: float) -> float:
+    """For ``HPUWorker.determine_available_memory``, right after it sizes the KV
+    cache's share: that share less the device memory the stage's transfer holds for the
+    largest forward (``transfer_device_bytes``), which the profile run never allocates.
+    Refuses in one line, naming how much is missing, when the transfer alone does not
+    fit."""
+    found = stage(runner)
+    if found is None:
+        return cache_size_bytes
+    tp_size = runner.parallel_config.tensor_parallel_size
+    need = transfer_device_bytes(
+        runner, tp_size, receives=not found.is_first, sends=not found.is_last
+    )
+    if need >= cache_size_bytes:
+        tokens = runner.scheduler_config.max_num_batched_tokens
+        left = int(cache_size_bytes)
+        raise ValueError(
+            f"pipeline transfer: a forward of max_num_batched_tokens={tokens} holds "
+            f"{need} bytes of device memory for the stage-to-stage tensors, more "
+            f"than the {left} left for the KV cache: {need - left} bytes missing "
+            "before any KV block; lower "
+            "--max-num-batched-tokens or raise --gpu-memory-utilization"
+        )
+    logger.info(
+        "pipeline transfer: %d bytes of device memory held back from the KV cache for "
+        "the stage-to-stage tensors",
+        need,
+    )
+    return cache_size_bytes - need
 
 
 def _helpers(runner: Any) -> ModuleType:
@@ -152,10 +185,12 @@ def counted_step(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(runner, scheduler_output, *args, **kwargs)
         warmup_mode = kwargs.get("warmup_mode", args[0] if args else False)
         starts = bool(scheduler_output.total_num_scheduled_tokens) and not warmup_mode
+        # warm-up and profiling: the next stage posts no receive, an abort would
+        # wait for one until the transfer timeout before the error got out
         return in_step(
             found.transfer,
             starts,
-            not found.is_last,
+            starts and not found.is_last,
             lambda: fn(runner, scheduler_output, *args, **kwargs),
             receives=not found.is_first,
         )
@@ -166,12 +201,14 @@ def counted_step(fn: Callable[..., Any]) -> Callable[..., Any]:
 def aborts_next_stage(fn: Callable[..., Any]) -> Callable[..., Any]:
     """For ``wrap`` on ``HPUModelRunner.sample_tokens``, where the step's forwards run:
     an exception on a non-last stage aborts the next stage's step (vLLM's worker loop
-    reports only the last stage's exceptions)."""
+    reports only the last stage's exceptions). Not in warm-up or profiling
+    (``execute_model(..., warmup_mode=True)`` before): the next stage posts no receive
+    there, so the abort would hold the real error back for the transfer timeout."""
 
     @functools.wraps(fn)
     def sample_tokens(runner: Any, *args: Any, **kwargs: Any):
         found = stage(runner)
-        if found is None or found.is_last:
+        if found is None or found.is_last or runner.warmup_mode:
             return fn(runner, *args, **kwargs)
         return in_step(found.transfer, False, True, lambda: fn(runner, *args, **kwargs))
 

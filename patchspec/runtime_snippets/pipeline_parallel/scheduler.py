@@ -15,6 +15,11 @@ bounds the total over all microbatches.
 
 The waiting requests are counted with ``Scheduler.get_request_counts``: its second queue
 is ``skipped_waiting`` up to vLLM 0.30 and ``kv_holding_waiting`` from 0.31 on.
+
+Microbatches that take turns defeat ``prev_step_scheduled_req_ids``: a request is never
+in the step just before its own, so its cached data carried its whole token list
+(``all_token_ids``) on every step, for workers that hold it already.
+``remember_held_requests`` keeps the requests the workers hold from step to step.
 """
 
 from __future__ import annotations
@@ -25,12 +30,13 @@ if TYPE_CHECKING:
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.request import Request
 
-__all__ = ["admission_cap_reached", "running_cap_reached"]
+__all__ = ["admission_cap_reached", "remember_held_requests", "running_cap_reached"]
 
 USES = {
     "vllm/v1/core/sched/scheduler.py": [
         "Scheduler.get_request_counts()",
         "Scheduler.running",
+        "Scheduler.prev_step_scheduled_req_ids",
         "Scheduler.max_num_running_reqs",
         "Scheduler.parallel_config",
         "Scheduler.scheduler_config",
@@ -71,3 +77,21 @@ def admission_cap_reached(scheduler: Scheduler, *scheduled: list[Request]) -> bo
     running, waiting = scheduler.get_request_counts()
     cap = _microbatch(scheduler, running + waiting)
     return cap is not None and sum(map(len, scheduled)) >= cap
+
+
+def remember_held_requests(scheduler: Scheduler) -> None:
+    """Right after ``schedule`` records this step's requests in
+    ``prev_step_scheduled_req_ids`` (whose cached data next step carries no
+    ``all_token_ids``): at pipeline size > 1 without async scheduling, add every running
+    request scheduled since it was last admitted or resumed. The workers keep such a
+    request's tokens (the scheduler sends each step's new ones) until it finishes or is
+    preempted, and their runners read ``all_token_ids`` only under async scheduling;
+    a finished or preempted request leaves ``running`` and so the set."""
+    pp = scheduler.parallel_config.pipeline_parallel_size
+    if pp == 1 or scheduler.scheduler_config.async_scheduling:
+        return
+    step = scheduler.prev_step_scheduled_req_ids
+    held: set[str] = scheduler.__dict__.setdefault("_pp_held_req_ids", set())
+    held.intersection_update(request.request_id for request in scheduler.running)
+    held.update(step)
+    step.update(held)

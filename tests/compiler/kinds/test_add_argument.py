@@ -56,3 +56,12 @@ def test_add_argument_refused_beside_a_mapping_that_may_hold_the_keyword(body):
     source = "def f():\n" + "".join(f"    {line}\n" for line in body.splitlines()) + "    return g(1, **kw)\n"
     assert status("f", {"add_argument": {"call": "g(...)", "keyword": "err", "value": "True"}}, source) \
         == "not-applicable"
+
+
+def test_add_argument_beside_a_mapping_the_spec_acknowledges():
+    source = "def f(opts):\n    return g(1, **opts)\n"
+    transform = {"add_argument": {"call": "g(...)", "keyword": "err", "value": "True"}}
+    assert status("f", transform, source) == "not-applicable"
+    transform["add_argument"]["acknowledge"] = ["mapping-keyword"]
+    assert patched("f", transform, "from m import g\n" + source) == \
+        "from m import g\ndef f(opts):\n    return g(1, **opts, err=True)\n"

@@ -39,6 +39,48 @@ CASES = [
                          pass  # patchspec: fix (removed)
                      return val
                  """, id="remove-the-only-statement-of-a-block-leaves-a-marked-pass"),
+    pytest.param("_OctalPatt", {"remove": {"statement": "_OctalPatt = re.compile(...)"}},
+                 r"""
+                 import re
+
+                 _OctalPatt = re.compile(r"\\[0-3][0-7][0-7]")
+                 _QuotePatt = re.compile(r"[\\].")
+                 """,
+                 r"""
+                 import re
+
+                 # patchspec: fix (removed)
+                 _QuotePatt = re.compile(r"[\\].")
+                 """, id="remove-a-module-level-assignment-the-target-names"),
+    pytest.param("_unquote", {"remove": {"statement": "def _unquote(s): ..."}},
+                 """
+                 def _unquote(s):
+                     return s
+
+
+                 def other():
+                     pass
+                 """,
+                 """
+                 # patchspec: fix (removed)
+
+
+                 def other():
+                     pass
+                 """, id="remove-a-module-level-definition-the-target-names"),
+    pytest.param("K.LIMIT", {"remove": {"statement": "LIMIT = 3"}},
+                 """
+                 class K:
+                     LIMIT = 3
+                     def m(self):
+                         return 1
+                 """,
+                 """
+                 class K:
+                     # patchspec: fix (removed)
+                     def m(self):
+                         return 1
+                 """, id="remove-a-class-level-assignment-the-target-names-leaves-no-pass"),
 ]
 
 

@@ -105,6 +105,18 @@ CASES = [
                  def f(a):
                      return h(a + 1, key=1)  # patchspec: fix
                  """, id="replace-a-metavariable-argument-keeps-its-keyword-where-an-argument-goes"),
+    pytest.param("_space_re", {"replace": {"pattern": "_space_re = $V",
+                                           "by": '_attr_key_re = re.compile(r"[\\s/>=]", flags=re.ASCII)'}},
+                 r"""
+                 import re
+
+                 _space_re = re.compile(r"\s", flags=re.ASCII)
+                 """,
+                 r"""
+                 import re
+
+                 _attr_key_re = re.compile(r"[\s/>=]", flags=re.ASCII)  # patchspec: fix
+                 """, id="replace-a-module-level-assignment-the-target-names"),
 ]
 
 
@@ -165,3 +177,12 @@ def test_one_spec_may_insert_next_to_the_statement_it_rewrites():
     assert not plan.errors, [r.detail for r in plan.errors]
     assert "    data = data or {}  # patchspec: fix\n    a = g(data, strict=True)  # patchspec: fix\n" in \
         planner.emit(plan, [one])[FILE]
+
+
+def test_comments_a_replacement_starts_and_ends_with_are_kept_as_the_diff_has_them():
+    """They were dropped: a statement replaced by several kept only their code."""
+    source = "from m import g\n\ndef f(d):\n    rv = g(d)\n    return rv\n"
+    by = "# first, the items\nitems = list(d)\nrv = g(items)\n# then the rest\n"
+    assert patched("f", {"replace": {"pattern": "rv = g(d)", "by": by}}, source) == (
+        "from m import g\n\ndef f(d):\n    # first, the items\n    items = list(d)  # patchspec: fix\n"
+        "    rv = g(items)  # patchspec: fix\n    # then the rest\n    return rv\n")

@@ -1,0 +1,107 @@
+"""Issue 27's trials on the real releases (items 1, 2, 3, 12), installed by pip with their compiled
+modules: markupsafe's ``_speedups`` accelerator, charset-normalizer's mypyc ``md`` module, httpx's
+re-homed classes and black-style signatures."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from patchspec.cli import main
+from tests.state.toy import tree
+from tests.verify.real_venv import pip_venv
+from tests.verify_toy import SNIPPET, run, write_spec
+
+def _spec(tmp_path: Path, text: str, package: str, version: str) -> str:
+    spec = write_spec(tmp_path / "spec", text, SNIPPET, package=package)
+    (tmp_path / "spec" / "releases" / "r1.yaml").write_text(f"release: r1\npackages: {{{package}: '=={version}'}}\n")
+    return spec
+
+
+WRAP = '''spec: 1
+name: vtoy
+summary: A hook on markupsafe's pure escape.
+snippets: {{package: vsnips, alias: _v, path: snips}}
+targets:
+  - id: escape
+    file: markupsafe/_native.py
+    function: {function}
+    transforms:
+      - wrap: {{with: traced}}
+'''
+
+
+@pytest.mark.parametrize(("version", "function"), [("2.1.5", "escape"), ("3.0.2", "_escape_inner")])
+def test_markupsafe_runs_speedups_so_a_wrap_of_native_is_not_live(tmp_path, capsys, version, function):
+    """Before: "verified: 1 live", and markupsafe.escape, Markup.escape, format and % all ran _speedups."""
+    python, site = pip_venv(tmp_path / "venv", f"markupsafe=={version}")
+    if not list((site / "markupsafe").glob("_speedups*.so")):
+        pytest.skip("no _speedups wheel for this interpreter")
+    spec = _spec(tmp_path, WRAP.format(function=function), "markupsafe", version)
+    before = tree(site)
+    assert main(["apply", spec, "--root", str(site)]) == 2
+    err = capsys.readouterr().err
+    so = next((site / "markupsafe").glob("_speedups*.so"))
+    assert (f"markupsafe.{function} is markupsafe._speedups.{function} (compiled: {so}): a patch of "
+            f"_native.{function} does not run for callers of markupsafe.{function}") in err
+    assert "--no-verify" not in err
+    assert tree(site) == before
+
+
+MD = '''spec: 1
+name: vtoy
+summary: A hook in charset-normalizer's mess_ratio.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: ratio
+    file: charset_normalizer/md.py
+    function: mess_ratio
+    transforms:
+      - insert_before: {anchor: "length: int = len(decoded_sequence) + 1", code: "_v.seen('ratio')"}
+'''
+
+
+def test_charset_normalizer_md_is_the_mypyc_module_and_the_refusal_names_it(tmp_path, capsys):
+    """Before: "the live mess_ratio does not lead to the definition", the .so unnamed, advice --no-verify."""
+    python, site = pip_venv(tmp_path / "venv", "charset-normalizer==3.4.0")
+    compiled = list((site / "charset_normalizer").glob("md.cpython-*.so"))
+    if not compiled:
+        pytest.skip("no mypyc wheel of charset-normalizer for this interpreter")
+    spec = _spec(tmp_path, MD, "charset_normalizer", "3.4.0")
+    capsys.readouterr()
+    assert main(["compile", spec, "--root", str(site)]) == 0
+    assert f"charset_normalizer/{compiled[0].name} is a compiled module beside it" in capsys.readouterr().out
+    assert main(["apply", spec, "--root", str(site)]) == 2
+    err = capsys.readouterr().err
+    assert f"charset_normalizer.md is imported from {compiled[0]}, a compiled module beside md.py" in err
+    assert "--no-verify" not in err
+
+
+HTTPX = '''spec: 1
+name: vtoy
+summary: A member of httpx.Response and a new default of httpx.request.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: response
+    file: httpx/_models.py
+    function: Response
+    transforms:
+      - add_method: {name: describe, with: describe}
+  - id: request
+    file: httpx/_api.py
+    function: request
+    transforms:
+      - set: {parameter: follow_redirects, value: "True"}
+'''
+
+
+def test_httpx_0_28_1_rehomed_class_and_multi_line_default_are_live(tmp_path, capsys):
+    """Before: "the live httpx._models.Response is httpx.Response, defined elsewhere" and "line(s) 53 carry
+    no code in the live httpx._api.request": apply undid both though both work."""
+    python, site = pip_venv(tmp_path / "venv", "httpx==0.28.1")
+    spec = _spec(tmp_path, HTTPX, "httpx", "0.28.1")
+    assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "verified: 2 live" in out
+    assert run(python, code="import httpx; print(httpx.Response(200).describe(), "
+                            "httpx.request.__kwdefaults__['follow_redirects'])") == ["described True"]
