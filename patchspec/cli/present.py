@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchspec.compiler.drift import CHANGED, TARGET_MISSING, USES
+from patchspec.compiler.drift import USES, Drift
 from patchspec.compiler.plan import Resolved
 from patchspec.errors import severity_exit
 from patchspec.releases.matrix import Matrix
@@ -31,7 +31,7 @@ def report_lines(result: DriftResult) -> list[str]:
     summary = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
     firsts = {r.target: r.index for r in reversed(result.rows)}
     hint = ""
-    if result.baseline is None and any(r.drift in (CHANGED, TARGET_MISSING)
+    if result.baseline is None and any(r.drift in (Drift.CHANGED, Drift.TARGET_MISSING)
                                        for r in result.rows):
         hint = "; --baseline DIR (or pypi) shows what changed, where anchors moved, and ranks renamed targets"
     return [row_line(r, firsts[r.target] == r.index) for r in result.rows] + [

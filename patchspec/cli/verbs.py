@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from patchspec.errors import Exit, PatchspecError, printable, severity_exit
 
 if TYPE_CHECKING:
-    from patchspec.results import Record
+    from patchspec.results import FileAction, Record
 
 
 @dataclass
@@ -213,12 +213,10 @@ def cmd_unapply(args) -> Outcome:
     return _files(_notes(result.notes), result.actions)
 
 
-def _files(out: Outcome, actions: list[tuple[str, str]]) -> Outcome:
-    from patchspec.results import FileAction
-
-    for rel, action in actions:
-        out.results.append(FileAction(rel, action))
-        out.lines.append(f"{action}: {rel}")
+def _files(out: Outcome, actions: list[FileAction]) -> Outcome:
+    for done in actions:
+        out.results.append(done)
+        out.lines.append(f"{done.action}: {done.path}")
     return out
 
 

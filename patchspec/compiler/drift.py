@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import enum
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,22 +24,40 @@ from patchspec.compiler.transforms import CLASS_KINDS, KINDS
 from patchspec.compiler.context import Definition
 from patchspec.model import Loc, ObsoleteWhen, Spec, Target, Transform, package_of
 
-UNCHANGED = "unchanged"            # fingerprint equals the recorded one, every anchor holds
-CHANGED = "changed"                # the body changed, every anchor still matches once: review advised
-UNRECORDED = "unrecorded"          # every anchor holds, but no fingerprint to compare with
-NOT_CHECKED = "not-checked"        # the target's package is not under the root
-ANCHOR_MISSING = "anchor-missing"
-ANCHOR_AMBIGUOUS = "anchor-ambiguous"
-TARGET_MISSING = Status.TARGET_MISSING.value  # renamed or removed: see the candidates
-OBSOLETE = "obsolete"              # the spec's ``obsolete_when`` holds: the fix is upstream
-BOUND = "bound"                    # a name the snippets use (their ``USES``) is there and their call binds
-BINDING_MISSING = "binding-missing"    # it is not there (file, class, member or name)
-BINDING_MISMATCH = "binding-mismatch"  # it is there, but the snippets' call does not bind to its signature
+class Drift(enum.StrEnum):
+    """The drift class of a transform (or a snippet binding) on a release, and its severity."""
+
+    UNCHANGED = "unchanged"            # fingerprint equals the recorded one, every anchor holds
+    CHANGED = "changed"                # the body changed, every anchor still matches once: review advised
+    UNRECORDED = "unrecorded"          # every anchor holds, but no fingerprint to compare with
+    NOT_CHECKED = "not-checked"        # the target's package is not under the root
+    ANCHOR_MISSING = "anchor-missing"
+    ANCHOR_AMBIGUOUS = "anchor-ambiguous"
+    TARGET_MISSING = "target-missing"  # renamed or removed: see the candidates
+    TARGET_AMBIGUOUS = "target-ambiguous"
+    NOT_LIVE = "not-live"
+    UNBOUND = "unbound-name"
+    NOT_APPLICABLE = "not-applicable"
+    UNPARSABLE = "unparsable"
+    OBSOLETE = "obsolete"              # the spec's ``obsolete_when`` holds: the fix is upstream
+    BOUND = "bound"                    # a name the snippets use (their ``USES``) is there and their call binds
+    BINDING_MISSING = "binding-missing"    # it is not there (file, class, member or name)
+    BINDING_MISMATCH = "binding-mismatch"  # it is there, but the snippets' call does not bind to its signature
+
+    @property
+    def severity(self) -> int:
+        """0 no drift, 1 drift that still applies (review advised), 2 broken."""
+        return 0 if self in _CLEAN else 1 if self in _REVIEW else 2
+
+
+_CLEAN = frozenset({Drift.UNCHANGED, Drift.NOT_CHECKED, Drift.BOUND})
+_REVIEW = frozenset({Drift.CHANGED, Drift.UNRECORDED})
 USES = "uses"                      # the kind of a binding row; its target is "ENTRY in FILE"
 
-SEVERITY = {UNCHANGED: 0, NOT_CHECKED: 0, BOUND: 0, CHANGED: 1, UNRECORDED: 1}  # anything else: 2, broken
-FROM_STATUS = {Status.MISSING: ANCHOR_MISSING, Status.AMBIGUOUS: ANCHOR_AMBIGUOUS,
-               Status.TARGET_MISSING: TARGET_MISSING}
+FROM_STATUS = {Status.MISSING: Drift.ANCHOR_MISSING, Status.AMBIGUOUS: Drift.ANCHOR_AMBIGUOUS,
+               Status.TARGET_MISSING: Drift.TARGET_MISSING, Status.TARGET_AMBIGUOUS: Drift.TARGET_AMBIGUOUS,
+               Status.NOT_LIVE: Drift.NOT_LIVE, Status.UNBOUND: Drift.UNBOUND,
+               Status.NOT_APPLICABLE: Drift.NOT_APPLICABLE, Status.UNPARSABLE: Drift.UNPARSABLE}
 MAX_CANDIDATES = 3
 TRIED_CANDIDATES = 8
 
@@ -57,26 +76,27 @@ class Candidate:
 class DriftRow(Resolved):
     """A resolved transform (without its edits) and what drift makes of it."""
 
-    drift: str = ""
+    drift: Drift = Drift.UNCHANGED
     fingerprint: str | None = None
     expected: str | None = None
     baseline_line: int | None = None
     changes: list[fingerprint.Change] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
-    under: str | None = None   # for an obsolete row: the class it has apart from that
+    under: Drift | None = None   # for an obsolete row: the class it has apart from that
 
     @property
     def severity(self) -> int:
-        if self.drift == OBSOLETE:
-            return max(1, SEVERITY.get(self.under, 2))
-        return SEVERITY.get(self.drift, 2)
+        if self.drift == Drift.OBSOLETE:
+            return max(1, self.under.severity if self.under is not None else 2)
+        return self.drift.severity
 
     def to_dict(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if k != "edits"}
 
     @classmethod
     def from_dict(cls, data: dict) -> "DriftRow":
-        return cls(**{**data, "changes": [fingerprint.Change(**c) for c in data["changes"]],
+        return cls(**{**data, "drift": Drift(data["drift"]), "under": data["under"] and Drift(data["under"]),
+                      "changes": [fingerprint.Change(**c) for c in data["changes"]],
                       "candidates": [Candidate(**c) for c in data["candidates"]],
                       "spec_loc": Loc(**data["spec_loc"]) if data.get("spec_loc") else None})
 
@@ -114,8 +134,8 @@ def binding_rows(spec: Spec, uses: dict[str, list[str]],
         present = has_package(package_of(rel))
         checked = check_file(rel, entries) if present else [(entry, None) for entry in entries]
         for entry, problem in checked or [(entry, "the file is missing") for entry in entries]:
-            drift = (NOT_CHECKED if not present else BOUND if problem is None
-                     else BINDING_MISMATCH if bindings.is_mismatch(problem) else BINDING_MISSING)
+            drift = (Drift.NOT_CHECKED if not present else Drift.BOUND if problem is None
+                     else Drift.BINDING_MISMATCH if bindings.is_mismatch(problem) else Drift.BINDING_MISSING)
             rows.append(DriftRow(spec.name, f"{entry} in {rel}", 0, USES, rel, entry,
                                  Status.OK if problem is None else Status.MISSING, detail=problem or "",
                                  drift=drift))
@@ -159,7 +179,7 @@ def _target_rows(spec: Spec, target: Target, plan: Plan, base: Plan | None,
         candidates = find_candidates(spec, target, plan.sources[target.file], reference)
     return [DriftRow(**{f.name: getattr(r, f.name) for f in dataclasses.fields(Resolved) if f.name != "edits"},
                      drift=(drift := _classify(r, current, expected)), fingerprint=current, expected=expected,
-                     under=_by_fingerprint(current, expected) if drift == OBSOLETE else None,
+                     under=_by_fingerprint(current, expected) if drift == Drift.OBSOLETE else None,
                      baseline_line=base_lines.get(r.index), changes=changes,
                      candidates=candidates if r.status == Status.TARGET_MISSING else [])
             for r in rows]
@@ -175,20 +195,20 @@ def _fingerprint(definition: Definition | None) -> str | None:
         return None
 
 
-def _classify(row: Resolved, current: str | None, expected: str | None) -> str:
+def _classify(row: Resolved, current: str | None, expected: str | None) -> Drift:
     if row.status == Status.SKIPPED:
-        return NOT_CHECKED
+        return Drift.NOT_CHECKED
     if row.ok:
         if KINDS[row.kind].rewrites and not row.edits:
-            return OBSOLETE   # what the rewrite would write is there already: upstream has the change
+            return Drift.OBSOLETE   # what the rewrite would write is there already: upstream has the change
         return _by_fingerprint(current, expected)
-    return FROM_STATUS.get(row.status, str(row.status))
+    return FROM_STATUS[row.status]
 
 
-def _by_fingerprint(current: str | None, expected: str | None) -> str:
+def _by_fingerprint(current: str | None, expected: str | None) -> Drift:
     if expected is None:
-        return UNRECORDED
-    return UNCHANGED if current == expected else CHANGED
+        return Drift.UNRECORDED
+    return Drift.UNCHANGED if current == expected else Drift.CHANGED
 
 
 def find_candidates(spec: Spec, target: Target, source: SourceFile,
@@ -262,6 +282,6 @@ def with_obsolete(rows: list[DriftRow], hits: list[tuple[ObsoleteWhen, int]]) ->
     if not hits:
         return rows
     why = "; ".join(f"{c.file}:{line}: {c.function} contains {c.contains!r}" for c, line in hits)
-    return [r if r.drift == NOT_CHECKED else dataclasses.replace(r, drift=OBSOLETE, under=r.drift,
+    return [r if r.drift == Drift.NOT_CHECKED else dataclasses.replace(r, drift=Drift.OBSOLETE, under=r.drift,
                                                                   detail=f"fix is upstream: {why}")
             for r in rows]

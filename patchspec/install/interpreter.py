@@ -36,7 +36,7 @@ class Interpreter:
     how: str          # how it was found, for messages
 
 
-class ProbeError(Exception):
+class ProbeError(PatchspecError):
     """The probe did not answer: it timed out, crashed or could not start (one line why)."""
 
 

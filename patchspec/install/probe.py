@@ -145,32 +145,37 @@ def _imported_instead(module, path):
 
 
 def _callers(module, check, shown):
-    """What callers reach: a package above the module (its ``__init__``, as a program imports it) that
-    binds the target's name to compiled code imported from elsewhere (an accelerator's C function, a
-    compiled module's) runs that for its callers, and the patched source is a fallback that does not run:
-    not live, and said whose it is. Another Python function bound there is live code of its own: the
-    patch stays live for the module's callers, and the row says whom the package's callers reach."""
+    """What callers reach: a package above the module (its ``__init__``, as a program imports it), or
+    another module of the package, that binds the target's name to compiled code of the package imported
+    from elsewhere (an accelerator's C function, a compiled module's) runs that for its callers, and the
+    patched source is a fallback that does not run: not live, and said whose it is. Another Python
+    function a package above binds there is live code of its own: the patch stays live for the module's
+    callers, and the row says whom the package's callers reach."""
     top = check["function"].split(".")[0]
     patched = vars(module).get(top)
     if patched is None:
         return shown
     reached, elsewhere = [], []
     parts = module.__name__.split(".")
-    for depth in range(len(parts) - 1, 0, -1):
-        package = sys.modules.get(".".join(parts[:depth]))
+    above = [".".join(parts[:depth]) for depth in range(len(parts) - 1, 0, -1)]
+    beside = sorted(n for n in list(sys.modules) if n.split(".")[0] == parts[0] and n not in above
+                    and n != module.__name__)
+    for name in above + beside:
+        package = sys.modules.get(name)
         if package is None or top not in vars(package):
             continue
         public = "%s.%s" % (package.__name__, top)
         other = vars(package)[top]
         if _reaches(other, patched):
-            reached.append(public)
+            reached += [public] if name in above else []
             continue
         if not (callable(other) and not isinstance(other, types.ModuleType)) \
                 or getattr(other, "__module__", package.__name__) == package.__name__:
             continue   # a definition of the package's own, or a value: no re-export of the target
         mine = "%s.%s" % (parts[-1], check["function"])
-        if isinstance(getattr(other, "__code__", None), types.CodeType):
-            elsewhere.append("callers of %s reach %s instead" % (public, _whose(other)))
+        ours = (getattr(other, "__module__", None) or "").split(".")[0] == parts[0]
+        if not (ours and _compiled(other)):   # Python code of its own (a function, a partial), another package's
+            elsewhere += ["callers of %s reach %s instead" % (public, _whose(other))] if name in above else []
             continue
         return {"live": False, "dead": True, "why": "%s is %s: a patch of %s does not run for callers of %s; %s"
                 % (public, _whose(other), mine, public, _advice(other))}
@@ -181,11 +186,19 @@ def _callers(module, check, shown):
     return shown
 
 
+def _compiled(obj):
+    """A C function or a compiled module's function or class (an extension, mypyc, Cython)."""
+    if isinstance(obj, types.BuiltinFunctionType):
+        return True
+    source = getattr(sys.modules.get(getattr(obj, "__module__", None) or ""), "__file__", None) or ""
+    return source.endswith(COMPILED) and (isinstance(obj, type) or not hasattr(obj, "__code__"))
+
+
 def _reaches(obj, target):
-    """``obj`` is ``target``, or leads to it through ``__wrapped__`` or a closure (a wrapper without
-    ``functools.wraps``)."""
+    """``obj`` is ``target``, or leads to it through ``__wrapped__``, a closure (a wrapper without
+    ``functools.wraps``) or a ``functools.partial``."""
     for step in _chain(obj):
-        if step is target:
+        if step is target or getattr(step, "func", None) is target:
             return True
         for cell in getattr(step, "__closure__", None) or ():
             try:
@@ -197,8 +210,12 @@ def _reaches(obj, target):
 
 
 def _whose(obj):
-    """``pkg.mod.name (built-in)``, ``(compiled: FILE)`` or ``(FILE:LINE)``."""
-    name = "%s.%s" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", getattr(obj, "__name__", "?")))
+    """``pkg.mod.name (built-in)``, ``(compiled: FILE)`` or ``(FILE:LINE)``; an object of no name (a
+    ``functools.partial``, an instance) as its repr."""
+    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    if not isinstance(qualname, str):
+        return repr(obj)[:100]
+    name = "%s.%s" % (getattr(obj, "__module__", "?"), qualname)
     code = getattr(obj, "__code__", None)
     if isinstance(code, types.CodeType):
         return "%s (%s:%d)" % (name, code.co_filename, code.co_firstlineno)

@@ -35,7 +35,7 @@ VERSION = 3   # 2: each spec's ``proof``; a version 1 record reads as one whose 
               # 3: each spec's ``python``; an older record reads as one no --python named
 
 
-class Proof(enum.StrEnum):
+class ProofState(enum.StrEnum):
     """Where a spec's run-time proof stands (``patchspec verify``, apply's last step)."""
 
     PENDING = "pending"                # written, the proof not finished: apply was stopped in between
@@ -85,7 +85,7 @@ class SpecRecord:
     snippets: list[str]
     packages: dict[str, PackageRecord] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    proof: Proof | None = None      # None: a version 1 record, written before the proof existed
+    proof: ProofState | None = None      # None: a version 1 record, written before the proof existed
     python: str | None = None       # the interpreter --python named at apply, kept for later verbs
 
 
@@ -140,7 +140,7 @@ class State:
             raise PatchspecError(f"{exc}; nothing was written", file=where) from None
         specs = {name: SpecRecord(**{**rec, "packages": {p: PackageRecord(**v)
                                                           for p, v in rec.get("packages", {}).items()},
-                                     "proof": Proof(rec["proof"]) if rec.get("proof") else None})
+                                     "proof": ProofState(rec["proof"]) if rec.get("proof") else None})
                  for name, rec in data["specs"].items()}
         return cls(specs, {rel: FileRecord(**rec) for rel, rec in data["files"].items()},
                    {rel: SnippetRecord(**rec) for rel, rec in data["snippets"].items()})

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from patchspec.compiler.drift import NOT_CHECKED, SEVERITY, USES
+from patchspec.compiler.drift import USES, Drift
 from patchspec.releases.report import drift
 from patchspec.results import Record
 
@@ -13,11 +13,11 @@ from patchspec.results import Record
 class Matrix:
     columns: list[tuple[str, str]]              # (root, release compared with)
     rows: list[tuple[str, int, str]]            # (target, transform index, kind)
-    cells: dict[tuple[str, int], list[str]]     # one drift class per column
+    cells: dict[tuple[str, int], list[Drift]]   # one drift class per column
 
     @property
     def code(self) -> int:
-        return max((SEVERITY.get(c, 2) for cells in self.cells.values() for c in cells), default=0)
+        return max((c.severity for cells in self.cells.values() for c in cells), default=0)
 
     def records(self) -> list[Record]:
         return [MatrixColumn(root, release) for root, release in self.columns] + [
@@ -41,7 +41,7 @@ class MatrixRow(Record):
     target: str
     index: int
     kind: str
-    cells: list[str]
+    cells: list[Drift]
 
 
 def matrix(spec_path: str, roots: list[str], release: str = "auto", use_cache: bool = True) -> Matrix:
@@ -61,6 +61,6 @@ def matrix(spec_path: str, roots: list[str], release: str = "auto", use_cache: b
     failing = {b.target for r in results for b in r.bindings if b.severity}
     for target in dict.fromkeys(b.target for r in results for b in r.bindings if b.target in failing):
         out.rows.append((target, 0, USES))
-        out.cells[(target, 0)] = [next((b.drift for b in r.bindings if b.target == target), NOT_CHECKED)
+        out.cells[(target, 0)] = [next((b.drift for b in r.bindings if b.target == target), Drift.NOT_CHECKED)
                                   for r in results]
     return out

@@ -11,7 +11,7 @@ import yaml
 from packaging.utils import canonicalize_name
 
 from patchspec import yamlloc
-from patchspec.compiler.drift import UNRECORDED, Candidate, DriftRow, has_pattern, report
+from patchspec.compiler.drift import Candidate, Drift, DriftRow, has_pattern, report
 from patchspec.compiler.edits import Status
 from patchspec.compiler.plan import close_names, resolve
 from patchspec.compiler.source import SourceFile
@@ -69,7 +69,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
         for target in base.targets:
             for spec, rows in zip(forms + [base], reports):
                 mine = [r for r in rows if r.target == target.id]
-                if all(r.drift == UNRECORDED for r in mine):
+                if all(r.drift == Drift.UNRECORDED for r in mine):
                     prints[target.id] = mine[0].fingerprint
                     if spec is not base and target.id in overrides:
                         kept[target.id] = _plain(overrides[target.id])
@@ -88,15 +88,15 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
                 if suggestion and accept is not None and accept(suggestion):
                     moved = dataclasses.replace(target, function=nearest)
                     rows = report(base.with_targets((moved,)), read, root.has_package, {})
-                    if all(r.drift == UNRECORDED for r in rows):
+                    if all(r.drift == Drift.UNRECORDED for r in rows):
                         kept[target.id] = {"function": nearest}
                         prints[target.id] = rows[0].fingerprint
                         notes.append(f"accepted: {suggestion}")
                         chosen[target.id] = moved
                         continue
-                needs += [f"{base.name}: {row_line(r)}" for r in mine if r.drift != UNRECORDED]
+                needs += [f"{base.name}: {row_line(r)}" for r in mine if r.drift != Drift.UNRECORDED]
                 broken += [f"{base.name} {r.target}#{r.index} {r.kind} {r.function}: {r.drift}"
-                           for r in mine if r.drift != UNRECORDED]
+                           for r in mine if r.drift != Drift.UNRECORDED]
                 needs += [suggestion] if suggestion else []
         for row in cached_binding_rows(base, read, root.has_package):
             if row.severity:

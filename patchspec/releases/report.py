@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from patchspec.compiler.drift import CHANGED, UNCHANGED, USES, DriftRow, exit_code, report
+from patchspec.compiler.drift import USES, Drift, DriftRow, exit_code, report
 from patchspec.errors import PatchspecError
 from patchspec.install import installed
 from patchspec.install.root import Root
@@ -157,6 +157,6 @@ def row_line(r: DriftRow, changes: bool = True) -> str:
         parts.append("candidates " + ", ".join(
             f"{c.qualname} (line {c.line}, {c.anchors} anchor(s) hold there, "
             f"similarity {c.similarity:.2f})" for c in r.candidates))
-    if r.detail and r.drift not in (UNCHANGED, CHANGED):
+    if r.detail and r.drift not in (Drift.UNCHANGED, Drift.CHANGED):
         parts.append(r.detail)
     return "; ".join(parts)

@@ -16,7 +16,7 @@ from patchspec.errors import Exit
 from patchspec.install import interpreter, txn
 from patchspec.install.installed import AS_WRITTEN, EDITED, MISSING, REMOVED, REPLACED, PipRecords
 from patchspec.install.root import Root
-from patchspec.install.state import Proof, State, load_state, sha256, writer_active
+from patchspec.install.state import ProofState, State, load_state, sha256, writer_active
 from patchspec.prepare import Prepared, applied_specs, compile_spec, prepare
 from patchspec.results import FileState, Note, NoteKind, Record, Row, Verdict, notes_of
 from patchspec.spec import load_spec
@@ -110,7 +110,7 @@ class SpecStatus(Record):
     applied_to: str
     installed: str
     warnings: list[str]
-    proof: Proof
+    proof: ProofState
 
 
 @dataclass(frozen=True)
@@ -131,9 +131,9 @@ class StatusReport:
     lines: list[str]
 
 
-UNVERIFIED = {Proof.PENDING: "apply stopped before its run-time proof ended",
-              Proof.SKIPPED: "applied with --no-verify",
-              Proof.NO_INTERPRETER: "no interpreter was known to run the root at apply (--python)"}
+UNVERIFIED = {ProofState.PENDING: "apply stopped before its run-time proof ended",
+              ProofState.SKIPPED: "applied with --no-verify",
+              ProofState.NO_INTERPRETER: "no interpreter was known to run the root at apply (--python)"}
 
 
 def status(root_path: str) -> StatusReport:
@@ -169,7 +169,7 @@ def _status(root_path: str) -> StatusReport:
         if unverified:
             lines.append(f"  unverified: {unverified}; `patchspec verify {name} --root {root.path}` shows "
                          "whether it runs")
-            if rec.proof == Proof.PENDING:
+            if rec.proof == ProofState.PENDING:
                 code = max(code, Exit.PENDING)
         for rel in rec.files + rec.snippets:
             state_of = records.file_status(state, rel)

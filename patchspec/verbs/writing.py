@@ -19,7 +19,7 @@ from patchspec.install.installed import EDITED, MISSING, REMOVED, REPLACED, PipR
 from patchspec.install.root import Root
 from patchspec.install.state import (
     STATE_FILE,
-    Proof,
+    ProofState,
     SpecRecord,
     State,
     load_state,
@@ -28,7 +28,7 @@ from patchspec.install.state import (
     sha256,
 )
 from patchspec.prepare import applied_specs, compile_spec, patched_texts, prepare
-from patchspec.results import Liveness, Note, NoteKind, notes_of
+from patchspec.results import FileAction, Liveness, Note, NoteKind, notes_of
 from patchspec.spec import load_spec, spec_name, spec_text
 from patchspec.verbs.proving import prove_applied, root_interpreter
 from patchspec.verbs.stale import drop_stale, refuse_unrecorded
@@ -71,7 +71,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
             _verify_unchanged(root, state, spec.name)
             notes += [Note(NoteKind.WARNING, f"warning: {w}") for w in prepared.warnings]
             shown = None
-            if verify and runs is not None and rec.proof not in (Proof.LIVE, Proof.STATIC):
+            if verify and runs is not None and rec.proof not in (ProofState.LIVE, ProofState.STATIC):
                 shown = _prove_or_undo(root, spec.name, runs, timeout)
             return ApplyResult(False, rec.files, skipped, notes, shown)
         raise_plan_errors(prepared.plan)
@@ -110,8 +110,8 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
             spec_text=spec_text(prepared.raw_spec, spec_path), release=prepared.release,
             profile_path=prepared.profile.path, profile_text=prepared.profile.text,
             files=sorted(files), snippets=sorted(runtime), packages=records.packages(files), warnings=warnings,
-            proof=(Proof.SKIPPED if not verify else Proof.NO_INTERPRETER if runs is None
-                   else Proof.PENDING),
+            proof=(ProofState.SKIPPED if not verify else ProofState.NO_INTERPRETER if runs is None
+                   else ProofState.PENDING),
             python=str(runs.path) if runs is not None and runs.how in ("--python", interpreter.KEPT) else None)
         writes.update(state.add_spec(spec.name, rec, pristine, patched, runtime,
                                      {rel: records.hash(rel) for rel in pristine}))
@@ -121,7 +121,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         writes[STATE_FILE] = state.dump()
         txn.commit(root, writes)
         written = Root(root.path)   # what the files are now (``record`` reads an edited file as pristine)
-        shown = _prove_or_undo(written, spec.name, runs, timeout) if rec.proof == Proof.PENDING else None
+        shown = _prove_or_undo(written, spec.name, runs, timeout) if rec.proof == ProofState.PENDING else None
         return ApplyResult(True, sorted(files), skipped, notes + notes_of(NoteKind.WARNING, warnings), shown)
 
 
@@ -141,8 +141,8 @@ def _prove_or_undo(root: Root, name: str, runs: interpreter.Interpreter, timeout
         _unapply_locked(root, name, False, runs)
         way = "" if shown is not None and first in shown.dead else " (`--no-verify` applies it without the proof)"
         raise PatchspecError(f"{why}; the change was undone{way}", file=str(root.path))
-    state.specs[name].proof = Proof.STATIC if any(r.status == Liveness.STATIC for r in shown.rows) \
-        else Proof.LIVE
+    state.specs[name].proof = ProofState.STATIC if any(r.status == Liveness.STATIC for r in shown.rows) \
+        else ProofState.LIVE
     txn.commit(root, {STATE_FILE: state.dump()})
     return shown
 
@@ -161,7 +161,7 @@ def _verify_unchanged(root: Root, state: State, name: str) -> None:
 
 @dataclass
 class UnapplyResult:
-    actions: list[tuple[str, str]]   # (path, what was done to it)
+    actions: list[FileAction]   # what was done to each file
     notes: list[Note] = field(default_factory=list)
 
 
@@ -179,7 +179,7 @@ def unapply(spec_name_or_path: str, root_path: str, force: bool = False,
 
 
 def _unapply_locked(root: Root, name: str, force: bool, runs: interpreter.Interpreter | None,
-                    ) -> list[tuple[str, str]]:
+                    ) -> list[FileAction]:
     state = load_state(root)
     if name not in state.specs:
         raise PatchspecError(f"spec {name} is not applied to this root", file=str(root.path))
@@ -196,7 +196,7 @@ def _unapply_locked(root: Root, name: str, force: bool, runs: interpreter.Interp
             state.drop_file(rel)
             writes[pristine_path(rel)] = None
             how = f"replaced by {records.where(rel)}" if status == REPLACED else "removed with its package"
-            actions.append((rel, f"left as it is ({how}); record dropped"))
+            actions.append(FileAction(rel, f"left as it is ({how}); record dropped"))
     others = applied_specs(state, root, exclude=name)
     expected = {rel: state.files[rel].pristine_sha256 for rel in state.specs[name].files}
     rec, released, unused = state.drop_spec(name)
@@ -208,15 +208,15 @@ def _unapply_locked(root: Root, name: str, force: bool, runs: interpreter.Interp
                                      "nothing was written", file=str(root.path / pristine_path(rel)))
             writes[rel] = pristine
             writes[pristine_path(rel)] = None
-            actions.append((rel, "restored"))
+            actions.append(FileAction(rel, "restored"))
         else:
             remaining = [others[n] for n in state.files[rel].specs]
             data = encoding.encode(patched_texts(remaining, {rel}, root, state)[rel],
                                    root.read_bytes(pristine_path(rel)))
             state.files[rel].patched_sha256 = sha256(data)
             writes[rel] = data
-            actions.append((rel, f"restored under {', '.join(state.files[rel].specs)}"))
-    writes.update(bytecode.rewrites(root, {rel: writes[rel] for rel, _ in actions if rel in writes}, runs))
+            actions.append(FileAction(rel, f"restored under {', '.join(state.files[rel].specs)}"))
+    writes.update(bytecode.rewrites(root, {a.path: writes[a.path] for a in actions if a.path in writes}, runs))
     for rel in unused:
         writes[rel] = None
         writes.update(bytecode.removed(root, rel))
@@ -232,7 +232,7 @@ def recover(root_path: str, lock_timeout: float = 30.0) -> list[Note]:
         return notes_of(NoteKind.RECOVERY, txn.recover(root)) or [Note(NoteKind.NOTE, "nothing to recover")]
 
 
-def forget(spec_name_or_path: str, root_path: str, lock_timeout: float = 30.0) -> list[tuple[str, str]]:
+def forget(spec_name_or_path: str, root_path: str, lock_timeout: float = 30.0) -> list[FileAction]:
     """Drop a spec's record without touching the files it patched (for a root repaired by hand). Snippet
     files no other spec needs go when they are as patchspec wrote them."""
     root = Root.open(root_path)
@@ -246,14 +246,14 @@ def forget(spec_name_or_path: str, root_path: str, lock_timeout: float = 30.0) -
         snippet_sha = {rel: state.snippets[rel].sha256 for rel in state.specs[name].snippets}
         rec, released, unused = state.drop_spec(name)
         writes: dict[str, bytes | None] = {pristine_path(rel): None for rel in released}
-        actions = [(rel, "left as it is; record dropped") for rel in rec.files]
+        actions = [FileAction(rel, "left as it is; record dropped") for rel in rec.files]
         for rel in unused:
             if sha256(root.read_bytes(rel)) == snippet_sha[rel]:
                 writes[rel] = None
                 writes.update(bytecode.removed(root, rel))
-                actions.append((rel, "removed (a snippet file patchspec wrote)"))
+                actions.append(FileAction(rel, "removed (a snippet file patchspec wrote)"))
             else:
-                actions.append((rel, "left as it is (not as patchspec wrote it)"))
+                actions.append(FileAction(rel, "left as it is (not as patchspec wrote it)"))
         writes[STATE_FILE] = state.dump()
         txn.commit(root, writes)
         return actions

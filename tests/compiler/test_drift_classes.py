@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from patchspec.compiler import drift
+from patchspec.compiler.edits import Status
 from patchspec.spec import load_spec_bytes
 
 SPEC = load_spec_bytes(b"""
@@ -103,3 +104,13 @@ def test_unparsable_source_is_broken(recorded):
     assert classes(found) == ["unparsable", "unparsable"]
     assert "pkg/mod.py:10: not valid Python" in found["step#0"].detail
     assert drift.exit_code(list(found.values())) == 2
+
+
+def test_a_drift_class_is_one_of_the_enum_and_carries_its_severity():
+    """Drift classes were strings and severity ``SEVERITY.get(x, 2)``: a mistyped class counted as broken."""
+    assert {d: d.severity for d in drift.Drift if d.severity < 2} == {
+        drift.Drift.UNCHANGED: 0, drift.Drift.NOT_CHECKED: 0, drift.Drift.BOUND: 0, drift.Drift.CHANGED: 1,
+        drift.Drift.UNRECORDED: 1}
+    with pytest.raises(ValueError):
+        drift.Drift("changd")
+    assert set(drift.FROM_STATUS) == set(Status) - {Status.OK, Status.SKIPPED}   # every failure has its class

@@ -26,7 +26,7 @@ def test_a_release_that_has_the_replacement_is_obsolete_for_that_transform():
     rows = drift.file_drift(spec("f", {"replace": {"pattern": "$U and $P",
                                                     "by": 'not scheme.startswith("https") and $U and $P'}}),
                             FILE, fixed, None, True, {})
-    assert [(r.drift, r.under) for r in rows] == [(drift.OBSOLETE, drift.UNRECORDED)]
+    assert [(r.drift, r.under) for r in rows] == [(drift.Drift.OBSOLETE, drift.Drift.UNRECORDED)]
     assert drift.exit_code(rows) == 1
 
 
@@ -34,4 +34,4 @@ def test_a_replaced_expression_that_changed_is_anchor_missing():
     changed = "def f(u, p):\n    if u or p:\n        go()\n"
     rows = drift.file_drift(spec("f", {"replace": {"pattern": "$U and $P", "by": "$U and $P and ok()"}}),
                             FILE, changed, None, True, {})
-    assert [r.drift for r in rows] == [drift.ANCHOR_MISSING]
+    assert [r.drift for r in rows] == [drift.Drift.ANCHOR_MISSING]

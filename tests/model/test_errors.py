@@ -2,10 +2,14 @@
 reaches the command line is one line, exit 2 (check: exit 4), never an internal error (exit 3)."""
 from __future__ import annotations
 
+import ast
+import importlib
 import json
+from pathlib import Path
 
 import pytest
 
+import patchspec
 from patchspec.cli import main
 from patchspec.compiler import edits, pattern, snippet_api, source
 from patchspec.errors import PatchspecError
@@ -73,3 +77,21 @@ def test_every_compiler_error_is_a_patchspec_error(error):
 def test_a_conflict_carries_its_source_line_and_the_spec_places():
     exc = edits.ConflictError("they cannot both apply", "pkg/a.py", 3, [])
     assert (exc.file, exc.line, exc.spec_locations, str(exc)) == ("pkg/a.py", 3, [], "pkg/a.py:3: they cannot both apply")
+
+
+def test_every_error_patchspec_declares_is_a_patchspec_error():
+    """``install/interpreter.ProbeError`` was an ``Exception`` of its own, outside the error tree (a private
+    one, a step's own control flow, never leaves its module)."""
+    package = Path(patchspec.__file__).parent
+    declared = []
+    for path in sorted(package.rglob("*.py")):
+        if {"runtime_snippets", "specs"} & set(path.parts):
+            continue
+        names = [node.name for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                 if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and any(getattr(b, "id", getattr(b, "attr", "")).endswith(
+                     ("Error", "Exception")) for b in node.bases)]
+        if names:
+            module = importlib.import_module(".".join(path.relative_to(package.parent).with_suffix("").parts))
+            declared += [getattr(module, name) for name in names]
+    assert len(declared) >= 8
+    assert [cls.__qualname__ for cls in declared if not issubclass(cls, PatchspecError)] == []

@@ -115,13 +115,13 @@ def test_obsolete_when_the_fix_is_upstream(vllm_release):
         return drift.report(spec, lambda rel: (root / rel).read_text(), lambda p: (root / p).is_dir(), {})
 
     old = rows("0.30.0")
-    assert {r.drift for r in old} == {drift.UNRECORDED}
+    assert {r.drift for r in old} == {drift.Drift.UNRECORDED}
     new = rows("0.33.0")
-    assert {r.drift for r in new} == {drift.OBSOLETE}
-    assert by_key(new)["schedule#2"].under == drift.ANCHOR_MISSING
+    assert {r.drift for r in new} == {drift.Drift.OBSOLETE}
+    assert by_key(new)["schedule#2"].under == drift.Drift.ANCHOR_MISSING
     assert "scheduler.py:2922" in new[0].detail
     assert drift.exit_code(new) == 2
-    assert drift.exit_code([dataclasses.replace(r, under=drift.UNRECORDED) for r in new]) == 1
+    assert drift.exit_code([dataclasses.replace(r, under=drift.Drift.UNRECORDED) for r in new]) == 1
 
 
 @pytest.mark.parametrize("contains, line", [

@@ -70,7 +70,7 @@ def test_the_release_with_the_fix_is_obsolete_for_every_rewrite(fix):
     root = pypi_root(FIXES[fix][0])
     rows = drift.report(spec, lambda rel: (root / rel).read_text() if (root / rel).is_file() else None,
                         lambda package: (root / package).exists() or (root / f"{package}.py").exists(), {})
-    obsolete = [r for r in rows if r.drift == drift.OBSOLETE]
+    obsolete = [r for r in rows if r.drift == drift.Drift.OBSOLETE]
     assert len(obsolete) == _rewrites(spec) > 0, [(r.target, r.kind, r.drift, r.detail) for r in rows]
     assert all(KINDS[r.kind].rewrites for r in obsolete)
 

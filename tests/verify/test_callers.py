@@ -4,6 +4,8 @@ bound in their place, or a compiled module beside the ``.py``, is not live, name
 offers ``--no-verify`` for code that cannot run. The extension modules are real (built by gcc)."""
 from __future__ import annotations
 
+import pytest
+
 from patchspec.cli import main
 from tests.state.toy import tree
 from tests.verify.compiled import build_extension
@@ -147,3 +149,35 @@ def test_a_package_binding_another_python_function_of_the_name_leaves_the_patch_
     capsys.readouterr()
     assert main(["verify", spec, "--root", str(site)]) == 0
     assert f"callers of vpkg.escape reach vpkg.html.escape ({site}/vpkg/html.py:1) instead" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("init", "reached"), [
+    ("import functools\nfrom .html import escape as _e\nescape = functools.partial(_e)\n",
+     "functools.partial(<function escape at"),
+    ("from os import fspath as escape\n", "posix.fspath (built-in)"),
+])
+def test_a_partial_or_another_package_c_function_bound_there_is_no_accelerator(tmp_path, capsys, init, reached):
+    """Only compiled code of the package itself stands for an accelerator; a ``functools.partial`` or a C
+    function of another package bound under the name leave the patch live, said."""
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": init, "vpkg/_native.py": NATIVE,
+                   "vpkg/html.py": "def escape(s):\n    return 'html:' + s\n", "vpkg/md.py": MD})
+    spec = write_spec(tmp_path / "spec", SPEC, SNIPPET)
+    assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site)]) == 0
+    assert f"callers of vpkg.escape reach {reached}" in capsys.readouterr().out
+
+
+def test_another_module_of_the_package_binding_the_accelerator_is_named_too(tmp_path, capsys):
+    """The package's ``__init__`` exports nothing; ``vpkg.util`` picks the accelerator in a try/except,
+    and callers use ``vpkg.util.escape``. Before this, the proof looked only above the module: live."""
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": "from . import util\n", "vpkg/_native.py": NATIVE, "vpkg/md.py": MD,
+                   "vpkg/util.py": INIT})
+    so = build_extension(site / "vpkg", "vpkg._speedups", {"escape": "speedups:"})
+    spec = write_spec(tmp_path / "spec", SPEC, SNIPPET)
+    assert main(["apply", spec, "--root", str(site)]) == 2
+    err = capsys.readouterr().err
+    assert (f"vpkg.util.escape is vpkg._speedups.escape (compiled: {so}): a patch of _native.escape does not run "
+            "for callers of vpkg.util.escape") in err

@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 
 from patchspec.verbs import writing
-from patchspec.install.state import STATE_FILE, Proof, load_state
+from patchspec.install.state import STATE_FILE, ProofState, load_state
 from patchspec.cli import main
 from patchspec.install.root import Root
 from tests.state.toy import tree
@@ -63,7 +63,7 @@ def test_verify_leaves_the_root_byte_identical(applied):
 
 def test_apply_records_the_proof_and_status_says_nothing_unverified(applied, capsys):
     python, site, spec = applied
-    assert load_state(Root.open(site)).specs["vtoy"].proof == Proof.LIVE
+    assert load_state(Root.open(site)).specs["vtoy"].proof == ProofState.LIVE
     capsys.readouterr()
     assert main(["status", "--root", str(site)]) == 0
     assert "unverified" not in capsys.readouterr().out
@@ -83,7 +83,7 @@ def test_a_function_rebound_where_no_static_rule_sees_is_not_live_and_apply_undo
     assert tree(site) == before
     assert main(["apply", spec, "--root", str(site), "--no-verify"]) == 0   # the way past it, said
     assert "unverified: --no-verify" in capsys.readouterr().out
-    assert load_state(Root.open(site)).specs["vtoy"].proof == Proof.SKIPPED
+    assert load_state(Root.open(site)).specs["vtoy"].proof == ProofState.SKIPPED
     assert main(["verify", spec, "--root", str(site)]) == 4
     assert "not-live: vtoy call#0" in capsys.readouterr().out
 
@@ -103,7 +103,7 @@ def test_a_module_that_cannot_be_imported_here_is_said_and_shown_statically(tmp_
     assert {r["status"] for r in rows} == {"static"}
     assert all("module vpkg.mod not importable here: ModuleNotFoundError: No module named "
                "'habana_frameworks'" in r["detail"] and "shown statically" in r["detail"] for r in rows)
-    assert load_state(Root.open(site)).specs["vtoy"].proof == Proof.STATIC
+    assert load_state(Root.open(site)).specs["vtoy"].proof == ProofState.STATIC
 
 
 def test_an_import_that_fails_in_the_spec_own_code_is_not_live(tmp_path, capsys):
@@ -155,7 +155,7 @@ def test_a_kill_during_the_proof_leaves_the_spec_applied_and_unverified(tmp_path
     fifo.write_text("")  # the module's open() no longer waits
     assert main(["apply", spec, "--root", str(site)]) == 0
     assert "verified: 7 live" in capsys.readouterr().out
-    assert load_state(Root.open(site)).specs["vtoy"].proof == Proof.LIVE
+    assert load_state(Root.open(site)).specs["vtoy"].proof == ProofState.LIVE
 
 
 def test_a_version_1_state_record_is_read(tmp_path):
