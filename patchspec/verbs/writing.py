@@ -27,12 +27,11 @@ from patchspec.install.state import (
     pristine_path,
     sha256,
 )
-from patchspec.model import MARKER
 from patchspec.prepare import applied_specs, compile_spec, patched_texts, prepare
 from patchspec.results import FileAction, Liveness, Note, NoteKind, notes_of
 from patchspec.spec import load_spec, spec_name, spec_text
 from patchspec.verbs.proving import prove_applied, root_interpreter
-from patchspec.verbs.stale import drop_stale
+from patchspec.verbs.stale import drop_stale, refuse_unrecorded
 from patchspec.verdict import raise_if_upstream, raise_plan_errors
 
 
@@ -85,11 +84,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         pristine = {rel: root.read_bytes(rel) for rel in sorted(files - set(state.files))}
         warnings = [f"warning: {w}" for w in prepared.warnings]
         for rel, data in pristine.items():
-            if data is not None and MARKER.encode() in data:
-                raise PatchspecError("carries a patchspec marker but no state record lists it: it is not the "
-                                     "pristine file, and storing it as one would lose the original; restore "
-                                     "it (reinstall the package, e.g. pip install --force-reinstall --no-deps "
-                                     "NAME==VERSION), then apply; nothing was written", file=str(root.path / rel))
+            refuse_unrecorded(root, state, rel, data)
             want = records.hash(rel)
             if want is not None and want != sha256(data):
                 warnings.append(f"warning: {rel} differs from what {records.where(rel)} installed (its RECORD "
