@@ -145,25 +145,29 @@ def _imported_instead(module, path):
 
 
 def _callers(module, check, shown):
-    """What callers reach: a package above the module (its ``__init__``, as a program imports it) that
-    binds the target's name to compiled code imported from elsewhere (an accelerator's C function, a
-    compiled module's) runs that for its callers, and the patched source is a fallback that does not run:
-    not live, and said whose it is. Another Python function bound there is live code of its own: the
-    patch stays live for the module's callers, and the row says whom the package's callers reach."""
+    """What callers reach: a package above the module (its ``__init__``, as a program imports it), or
+    another module of the package, that binds the target's name to compiled code of the package imported
+    from elsewhere (an accelerator's C function, a compiled module's) runs that for its callers, and the
+    patched source is a fallback that does not run: not live, and said whose it is. Another Python
+    function a package above binds there is live code of its own: the patch stays live for the module's
+    callers, and the row says whom the package's callers reach."""
     top = check["function"].split(".")[0]
     patched = vars(module).get(top)
     if patched is None:
         return shown
     reached, elsewhere = [], []
     parts = module.__name__.split(".")
-    for depth in range(len(parts) - 1, 0, -1):
-        package = sys.modules.get(".".join(parts[:depth]))
+    above = [".".join(parts[:depth]) for depth in range(len(parts) - 1, 0, -1)]
+    beside = sorted(n for n in list(sys.modules) if n.split(".")[0] == parts[0] and n not in above
+                    and n != module.__name__)
+    for name in above + beside:
+        package = sys.modules.get(name)
         if package is None or top not in vars(package):
             continue
         public = "%s.%s" % (package.__name__, top)
         other = vars(package)[top]
         if _reaches(other, patched):
-            reached.append(public)
+            reached += [public] if name in above else []
             continue
         if not (callable(other) and not isinstance(other, types.ModuleType)) \
                 or getattr(other, "__module__", package.__name__) == package.__name__:
@@ -171,7 +175,7 @@ def _callers(module, check, shown):
         mine = "%s.%s" % (parts[-1], check["function"])
         ours = (getattr(other, "__module__", None) or "").split(".")[0] == parts[0]
         if not (ours and _compiled(other)):   # Python code of its own (a function, a partial), another package's
-            elsewhere.append("callers of %s reach %s instead" % (public, _whose(other)))
+            elsewhere += ["callers of %s reach %s instead" % (public, _whose(other))] if name in above else []
             continue
         return {"live": False, "dead": True, "why": "%s is %s: a patch of %s does not run for callers of %s; %s"
                 % (public, _whose(other), mine, public, _advice(other))}
@@ -501,7 +505,14 @@ def show_binding(module, check, fresh, snippet_dir):
     missing = [n for n in check["names"] if n not in vars(holder)]
     if missing:
         return _not_live("the live %s does not bind %s" % (path, ", ".join(missing)))
-    return _live("%s bound in the live %s by the module's patched text" % (", ".join(check["names"]), path))
+    kept = [n for n in check.get("gone", []) if n in vars(holder)]
+    if kept:
+        return _not_live("the live %s still binds %s, which the patched text removes" % (path, ", ".join(kept)))
+    said = ["%s bound" % ", ".join(check["names"])] if check["names"] else []
+    said += ["%s gone" % ", ".join(check["gone"])] if check.get("gone") else []
+    if not said:
+        return _live("the live %s ran the module's patched text" % path)
+    return _live("%s in the live %s by the module's patched text" % ("; ".join(said), path))
 
 
 def _defined_here(cls, module, check):

@@ -27,12 +27,12 @@ from patchspec.install.state import (
     pristine_path,
     sha256,
 )
-from patchspec.model import MARKER, Spec
+from patchspec.model import Spec
 from patchspec.prepare import Prepared, applied_specs, compile_spec, patched_texts, prepare
 from patchspec.results import FileAction, Liveness, Note, NoteKind, notes_of
 from patchspec.spec import load_spec, spec_name, spec_text
 from patchspec.verbs.proving import prove_applied, root_interpreter
-from patchspec.verbs.stale import drop_stale
+from patchspec.verbs.stale import drop_stale, refuse_unrecorded
 from patchspec.verdict import raise_if_upstream, raise_plan_errors
 
 
@@ -76,7 +76,7 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         for rel in files & set(state.files):
             _verify_file(root, state, rel)
         warnings = [f"warning: {w}" for w in prepared.warnings]
-        pristine = _pristine_copies(root, records, sorted(files - set(state.files)), warnings)
+        pristine = _pristine_copies(root, state, records, sorted(files - set(state.files)), warnings)
         sharing = [s for n, s in applied_specs(state, root).items() if n in state.touching(files)]
         texts = compile_spec(prepared)  # the spec alone holds on this release, its bindings included
         if sharing:
@@ -119,16 +119,13 @@ def _applied_already(root: Root, state: State, prepared: Prepared, spec_path: st
     return None
 
 
-def _pristine_copies(root: Root, records: PipRecords, rels: list[str], warnings: list[str]) -> dict[str, bytes | None]:
+def _pristine_copies(root: Root, state: State, records: PipRecords, rels: list[str],
+                     warnings: list[str]) -> dict[str, bytes | None]:
     """The bytes of each file the spec is the first to patch, kept as its pristine copy: refused when it
     carries a marker no record explains; a warning (added to ``warnings``) when it is not what pip installed."""
     pristine = {rel: root.read_bytes(rel) for rel in rels}
     for rel, data in pristine.items():
-        if data is not None and MARKER.encode() in data:
-            raise PatchspecError("carries a patchspec marker but no state record lists it: it is not the "
-                                 "pristine file, and storing it as one would lose the original; restore "
-                                 "it (reinstall the package, e.g. pip install --force-reinstall --no-deps "
-                                 "NAME==VERSION), then apply; nothing was written", file=str(root.path / rel))
+        refuse_unrecorded(root, state, rel, data)
         want = records.hash(rel)
         if want is not None and want != sha256(data):
             warnings.append(f"warning: {rel} differs from what {records.where(rel)} installed (its RECORD "

@@ -120,7 +120,11 @@ def test_tornado_cve_2024_52804_module_level_names_replaced_and_removed(tmp_path
                            "if hasattr(h, n)), h.parse_cookie('a=\"\\\\101\\\\\"b\"'))"],
                           capture_output=True, text=True, timeout=60, cwd="/")
     assert seen.stdout.strip() == "['_unquote_replace', '_unquote_sub'] {'a': 'A\"b'}", seen.stderr
-    assert main(["verify", "tornado-cve-2024-52804", "--root", str(site)]) == 0, capsys.readouterr()
+    capsys.readouterr()
+    assert main(["verify", "tornado-cve-2024-52804", "--root", str(site)]) == 0
+    said = capsys.readouterr().out
+    assert "quote-patt#0 remove _QuotePatt in tornado/httputil.py (_QuotePatt gone in the live tornado.httputil" in said
+    assert "(_unquote_replace, _unquote_sub bound in the live tornado.httputil" in said
     assert main(["unapply", "tornado-cve-2024-52804", "--root", str(site)]) == 0
     assert (site / "tornado/httputil.py").read_bytes() == \
         (pypi_root("tornado==6.4.1") / "tornado/httputil.py").read_bytes()
@@ -196,3 +200,54 @@ def test_an_older_urllib3_cve_spec_applies_with_the_rules_it_acknowledges(releas
     out = capsys.readouterr()
     assert code == 0, out.out + out.err
     assert probe("urllib3-cve-2023-43804", root)[0] == "FIXED"
+
+
+H11_OVERLAP = '''spec: 1
+name: h11-chunk-footer
+summary: h11 0.16.0's chunk footer check, with one replace covering statements another replace targets.
+targets:
+  - id: chunked-call
+    file: h11/_readers.py
+    function: ChunkedReader.__call__
+    transforms:
+      - replace:
+          pattern: |
+            if self._bytes_to_discard > 0:
+                data = buf.maybe_extract_at_most(self._bytes_to_discard)
+                ...
+          by: |
+            if self._bytes_to_discard:
+                data = buf.maybe_extract_at_most(len(self._bytes_to_discard))
+                if data is None:
+                    return None
+                if data != self._bytes_to_discard[: len(data)]:
+                    raise LocalProtocolError(
+                        f"malformed chunk footer: {data!r} (expected {self._bytes_to_discard!r})"
+                    )
+                self._bytes_to_discard = self._bytes_to_discard[len(data) :]
+                if self._bytes_to_discard:
+                    return None
+      - replace:
+          pattern: self._bytes_to_discard -= len(data)
+          by: self._bytes_to_discard = self._bytes_to_discard[len(data) :]
+'''
+
+
+def test_h11_0_15_0_overlapping_replaces_are_one_conflict_before_anything_is_written(tmp_path, capsys, copy_root):
+    """Before: check said "applied" for every transform, the inner edit was not written, and the patched h11
+    raised TypeError on any chunked body."""
+    from patchspec.cli import main
+    from tests.state.toy import tree
+
+    root = copy_root(pypi_root("h11==0.15.0"))
+    (tmp_path / "fix" / "releases").mkdir(parents=True)
+    (tmp_path / "fix" / "releases" / "any.yaml").write_text("release: any\npackages: {h11: '>=0.14'}\n")
+    spec = tmp_path / "fix" / "h11-chunk-footer.yaml"
+    spec.write_text(H11_OVERLAP)
+    before = tree(root)
+    assert main(["apply", str(spec), "--root", str(root)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "spec h11-chunk-footer: chunked-call#0 (replace, line 163) rewrites the code that chunked-call#1 " \
+           "(replace, line 167) edits, so that edit would be lost" in err, err
+    assert tree(root) == before

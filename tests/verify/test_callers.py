@@ -167,3 +167,17 @@ def test_a_partial_or_another_package_c_function_bound_there_is_no_accelerator(t
     capsys.readouterr()
     assert main(["verify", spec, "--root", str(site)]) == 0
     assert f"callers of vpkg.escape reach {reached}" in capsys.readouterr().out
+
+
+def test_another_module_of_the_package_binding_the_accelerator_is_named_too(tmp_path, capsys):
+    """The package's ``__init__`` exports nothing; ``vpkg.util`` picks the accelerator in a try/except,
+    and callers use ``vpkg.util.escape``. Before this, the proof looked only above the module: live."""
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": "from . import util\n", "vpkg/_native.py": NATIVE, "vpkg/md.py": MD,
+                   "vpkg/util.py": INIT})
+    so = build_extension(site / "vpkg", "vpkg._speedups", {"escape": "speedups:"})
+    spec = write_spec(tmp_path / "spec", SPEC, SNIPPET)
+    assert main(["apply", spec, "--root", str(site)]) == 2
+    err = capsys.readouterr().err
+    assert (f"vpkg.util.escape is vpkg._speedups.escape (compiled: {so}): a patch of _native.escape does not run "
+            "for callers of vpkg.util.escape") in err

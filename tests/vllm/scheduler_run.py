@@ -33,16 +33,16 @@ REQUESTS = [(8, 6), (13, 9), (5, 4), (21, 7), (9, 9), (17, 5)]
 
 
 def build(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int, max_active: int | None,
-          requests: list) -> Scheduler:
+          requests: list, batched: int = 1024, block: int = BLOCK) -> Scheduler:
     max_len = max(256, max(prompt + tokens for prompt, tokens in requests))
-    blocks = max(BLOCKS, sum(-(-(prompt + tokens) // BLOCK) for prompt, tokens in requests))
+    blocks = max(BLOCKS, sum(-(-(prompt + tokens) // block) for prompt, tokens in requests))
     model = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32", max_model_len=max_len)
     active = {} if max_active is None else {"max_num_active_seqs": max_active}
     vllm_config = VllmConfig(
         model_config=model,
-        scheduler_config=SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=1024, max_model_len=max_len,
+        scheduler_config=SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=batched, max_model_len=max_len,
                                          is_encoder_decoder=False, async_scheduling=False, **active),
-        cache_config=CacheConfig(block_size=BLOCK, enable_prefix_caching=False),
+        cache_config=CacheConfig(block_size=block, enable_prefix_caching=False),
         device_config=DeviceConfig(device="cpu"),
         parallel_config=ParallelConfig(pipeline_parallel_size=pp),
     )
@@ -50,11 +50,11 @@ def build(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int, max_ac
     # Set after the config is built: the patched config refuses async scheduling at pipeline size > 1,
     # and what is tested here is that the scheduler's own targets leave an async schedule as it was.
     vllm_config.scheduler_config.async_scheduling = async_scheduling
-    spec = FullAttentionSpec(block_size=BLOCK, num_kv_heads=1, head_size=1, dtype=torch.float32)
+    spec = FullAttentionSpec(block_size=block, num_kv_heads=1, head_size=1, dtype=torch.float32)
     kv = KVCacheConfig(num_blocks=blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["layer"], spec)])
     cls = AsyncScheduler if async_scheduling else Scheduler
     return cls(vllm_config=vllm_config, kv_cache_config=kv,
-               structured_output_manager=StructuredOutputManager(vllm_config), block_size=BLOCK)
+               structured_output_manager=StructuredOutputManager(vllm_config), block_size=block)
 
 
 def sampled(req_id: str, length: int) -> int:

@@ -14,11 +14,36 @@ import libcst as cst
 import libcst.matchers as m
 
 from patchspec.compiler import pattern
-from patchspec.compiler.edits import NodeEdit, ResolveError, Status
+from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status, with_marker
 from patchspec.compiler.fingerprint import tokens
 from patchspec.compiler.context import TargetContext
 from patchspec.compiler.kind import Key, Kind, Live
 from patchspec.compiler.rewrite import EXPRESSION, marker_edit
+
+
+def _mark_parameter(param: cst.Param, news: list) -> cst.Param:
+    """The marker at the end of the parameter's own line (after its comma), so that a diff of a signature laid
+    out one parameter a line shows that line alone as changed."""
+    space = param.comma.whitespace_after
+    return param.with_changes(comma=param.comma.with_changes(whitespace_after=space.with_changes(
+        first_line=with_marker(space.first_line, news[0].value))))
+
+
+MARK_PARAMETER = Action("mark-parameter", Place.NODE, apply=_mark_parameter, stage=9, lint=lambda new: None,
+                        anchors=False)
+
+
+def _line_ends_after(param: cst.Param) -> bool:
+    """Whether a line break follows the parameter's comma: its line is its own to mark."""
+    comma = param.comma
+    return isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace)
+
+
+def _marker(ctx: TargetContext, value: cst.BaseExpression) -> NodeEdit:
+    param = ctx.definition.ancestors(value)[0] if ctx.definition.ancestors(value) else None
+    if isinstance(param, cst.Param) and param.default is value and _line_ends_after(param):
+        return NodeEdit(MARK_PARAMETER, param, cst.Comment(ctx.marker), ctx.owner)
+    return marker_edit(ctx, value)
 
 
 def _value_node(ctx: TargetContext, params: dict[str, str]) -> tuple[cst.BaseExpression, str]:
@@ -60,7 +85,7 @@ def set_value(ctx: TargetContext, params: dict[str, str]):
     if list(tokens(new)) == list(tokens(value)):
         ctx.note(f"{what} is that value already")
         return line, []
-    return line, [NodeEdit(EXPRESSION, value, new, ctx.owner), marker_edit(ctx, value)]
+    return line, [NodeEdit(EXPRESSION, value, new, ctx.owner), _marker(ctx, value)]
 
 
 SET = Kind("set", "a new value for an existing binding: the target's own assignment (a module- or class-level "

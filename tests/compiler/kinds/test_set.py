@@ -47,6 +47,23 @@ CASES = [
                      def __init__(self, x=1, y=4):  # patchspec: fix
                          pass
                  """, id="set-a-parameter-default-marks-the-def-line"),
+    pytest.param("from_bytes", {"set": {"parameter": "threshold", "value": "0.3"}},
+                 """
+                 def from_bytes(
+                     sequences,
+                     threshold: float = 0.2,  # the mess ratio
+                     explain: bool = False,
+                 ) -> None:
+                     pass
+                 """,
+                 """
+                 def from_bytes(
+                     sequences,
+                     threshold: float = 0.3,  # the mess ratio  # patchspec: fix
+                     explain: bool = False,
+                 ) -> None:
+                     pass
+                 """, id="set-a-default-of-a-signature-one-parameter-a-line-marks-that-line-alone"),
     pytest.param("f", {"set": {"name": "limit", "value": "10"}},
                  """
                  def f():
