@@ -127,7 +127,10 @@ def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
     params = _params(spec, r)
     if r.binding:   # the target's own assignment replaced or removed: what its new text binds at that level
         owner = r.function.rpartition(".")[0]
-        return None, {**check, "how": Live.BINDING.value, "owner": owner, "names": sorted(kind.binds(params).here)}
+        names = kind.binds(params).here
+        bound = scope.module_names(ast.parse(text)) if not owner else None   # what the patched module binds
+        gone = sorted(kind.binds(params).unbinds - names - bound) if bound is not None else []
+        return None, {**check, "how": Live.BINDING.value, "owner": owner, "names": sorted(names), "gone": gone}
     if live is Live.BINDING and "parameter" in params:  # evaluated where the def runs: the live defaults show it
         check.update(how=DEFAULT, parameter=params["parameter"], value=params["value"])
     elif live is Live.BINDING and "name" in params:

@@ -10,10 +10,21 @@ which can add a level), and refused over the limits below, far above any code a 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-MAX_CHARS = 20_000    # a code string's length (libcst needs seconds for this many of nested brackets)
-MAX_NESTING = 50      # brackets open at once
-MAX_DEPTH = 200       # the bound of the tree's depth described above
+
+@dataclass(frozen=True)
+class Limits:
+    chars: int | None   # the text's length
+    nesting: int        # brackets open at once
+    depth: int          # the bound of the tree's depth described above
+
+
+# A spec's pattern or code string (libcst needs seconds for 20,000 characters of nested brackets).
+CODE = Limits(chars=20_000, nesting=50, depth=200)
+# A target's definition in an installed file, which Python's own parser read first (200 brackets at most);
+# libcst takes a second over 2,000 chained operators, and its visitors recurse per level.
+SOURCE = Limits(chars=None, nesting=200, depth=1_000)
 
 _CHAINING = frozenset({"not", "and", "or", "if", "else", "lambda", "await", "in", "is", "for", "yield"})
 _TOKEN = re.compile(r"""
@@ -31,10 +42,10 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE | re.DOTALL)
 
 
-def refusal(text: str) -> str | None:
+def refusal(text: str, limits: Limits = CODE) -> str | None:
     """Why ``text`` is too long or too deep to hand to a parser (one phrase naming the limit), or None."""
-    if len(text) > MAX_CHARS:
-        return f"{len(text):,} characters, more than the {MAX_CHARS:,} patchspec parses in one code string"
+    if limits.chars is not None and len(text) > limits.chars:
+        return f"{len(text):,} characters, more than the {limits.chars:,} patchspec parses in one code string"
     indents: list[int] = []   # the indentation widths open, as Python's tokenizer keeps them
     runs: list[int] = [0]     # per open bracket (and the line outside them): what chains in its current item
     chained = 0               # sum(runs)
@@ -54,8 +65,8 @@ def refusal(text: str) -> str | None:
             runs[-1] += 1     # a call, a subscript or a display chains onto what it follows
             chained += 1
             runs.append(0)
-            if len(runs) - 1 > MAX_NESTING:
-                return _too_nested()
+            if len(runs) - 1 > limits.nesting:
+                return _too_nested(limits)
         elif kind == "close" and len(runs) > 1:
             chained -= runs.pop()
         elif kind == "separator":
@@ -67,15 +78,15 @@ def refusal(text: str) -> str | None:
             chained += levels
         elif kind == "string" and "f" in match.group()[:3].lower():
             inner = _nesting(match.group())
-            if len(runs) - 1 + inner > MAX_NESTING:
-                return _too_nested()
+            if len(runs) - 1 + inner > limits.nesting:
+                return _too_nested(limits)
             chained += inner   # for this token only: an f-string's fields are expressions too
-            if len(indents) + len(runs) - 1 + chained > MAX_DEPTH:
-                return _too_deep()
+            if len(indents) + len(runs) - 1 + chained > limits.depth:
+                return _too_deep(limits)
             chained -= inner
             continue
-        if len(indents) + len(runs) - 1 + chained > MAX_DEPTH:
-            return _too_deep()
+        if len(indents) + len(runs) - 1 + chained > limits.depth:
+            return _too_deep(limits)
     return None
 
 
@@ -90,10 +101,10 @@ def _nesting(text: str) -> int:
     return deepest
 
 
-def _too_nested() -> str:
-    return f"brackets nested more than {MAX_NESTING} deep, more than patchspec parses"
+def _too_nested(limits: Limits) -> str:
+    return f"brackets nested more than {limits.nesting} deep, more than patchspec parses"
 
 
-def _too_deep() -> str:
-    return (f"nested or chained more than {MAX_DEPTH} levels deep (brackets, operators and indentation), more "
+def _too_deep(limits: Limits) -> str:
+    return (f"nested or chained more than {limits.depth} levels deep (brackets, operators and indentation), more "
             "than patchspec parses")

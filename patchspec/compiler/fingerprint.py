@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from patchspec.compiler import bounds
 from patchspec.compiler.pattern import NO_VALUE, STRING_TYPES, fstring_prefix, literal_value, semantic_fields
 from patchspec.compiler.source import DefNode, SourceError, SourceFile, span
 
@@ -107,6 +108,9 @@ def _class_skeleton(source: SourceFile, node: ast.ClassDef) -> str:
 
 def _parse(text: str, newline: str) -> cst.CSTNode:
     indented = text[:1] in (" ", "\t")
+    too_deep = bounds.refusal(text, bounds.SOURCE)   # libcst's native parser would crash or take minutes
+    if too_deep:
+        raise SourceError(f"this class is {too_deep}")
     try:
         module = cst.parse_module(("if True:" + newline if indented else "") + text)
     except cst.ParserSyntaxError as exc:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from patchspec.compiler import scope
+from patchspec.compiler import bounds, scope
 from patchspec.compiler.scope import DefNode
 from patchspec.errors import PatchspecError
 
@@ -93,6 +93,9 @@ class SourceFile:
             return ast.parse(self.text, filename=self.path)
         except SyntaxError as exc:
             raise self.not_python(exc) from None
+        except (RecursionError, MemoryError):   # Python's own parser gave up on an expression thousands deep
+            raise SourceError(f"{self.path}: an expression in it is nested too deep for Python's own parser: "
+                              "patchspec does not patch this file") from None
 
     def not_python(self, exc: SyntaxError) -> PatchspecError:
         """The error for a file that is not valid Python (a reader with its own user words it its way)."""
@@ -387,6 +390,9 @@ class Fragment:
         text = "".join(lines)
         if text and not text.endswith(("\n", "\r")):
             text += source.newline
+        too_deep = bounds.refusal(text, bounds.SOURCE)   # libcst's native parser would crash or take minutes
+        if too_deep:
+            raise SourceError(f"{source.path}:{start}: this definition is {too_deep}")
         try:
             module = cst.parse_module(header + text)
         except cst.ParserSyntaxError as exc:

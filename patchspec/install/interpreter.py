@@ -28,6 +28,7 @@ from patchspec.install import processes
 PROBE = Path(__file__).with_name("probe.py")
 TIMEOUT = 300.0   # importing vLLM takes seconds; on a loaded machine, tens of them
 GRACE = 5.0       # for the last of stderr once every process of the probe is killed
+ERR_TAIL = 65536  # of what the imports print to stderr, the end is kept: only its last line is shown
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def ask(interpreter: Interpreter, root: Path, request: dict, timeout: float = TI
     except OSError as exc:
         raise ProbeError(f"cannot run {interpreter.path}: {exc.strerror}") from None
     pipes = {processes.pipe_name(f.fileno()) for f in (process.stdin, process.stdout, process.stderr)}
-    streams = {process.stdout: bytearray(), process.stderr: bytearray()}
+    streams = {process.stdout: bytearray(), process.stderr: _Tail()}
     payload = (json.dumps({**request, "root": str(root)}) + "\n").encode()
     try:
         answered = _exchange(process, payload, streams, time.monotonic() + timeout)
@@ -122,6 +123,7 @@ def ask(interpreter: Interpreter, root: Path, request: dict, timeout: float = TI
 def _exchange(process: subprocess.Popen, payload: bytes, streams: dict, deadline: float) -> bool:
     """Write the request and read until the answer ends (its one line is complete, or the probe died);
     ``False`` when ``deadline`` passes first."""
+    os.set_blocking(process.stdin.fileno(), False)   # a probe that never reads cannot hold the write past the deadline
     with selectors.DefaultSelector() as selector:
         selector.register(process.stdin, selectors.EVENT_WRITE)
         for stream in streams:
@@ -135,6 +137,8 @@ def _exchange(process: subprocess.Popen, payload: bytes, streams: dict, deadline
                 if key.fileobj is process.stdin:
                     try:
                         sent += os.write(process.stdin.fileno(), payload[sent:sent + 65536])
+                    except BlockingIOError:   # the pipe took less than select promised: wait again
+                        pass
                     except BrokenPipeError:
                         sent = len(payload)
                     if sent == len(payload):
@@ -146,6 +150,17 @@ def _exchange(process: subprocess.Popen, payload: bytes, streams: dict, deadline
                     return True
                 if not chunk:
                     selector.unregister(key.fileobj)
+
+
+class _Tail(bytearray):
+    """The last bytes of a stream only: an import may print gigabytes to stderr, and only its last line
+    is shown."""
+
+    def __iadd__(self, chunk):
+        super().__iadd__(chunk)
+        if len(self) > 2 * ERR_TAIL:
+            del self[:-ERR_TAIL]
+        return self
 
 
 def _drain(streams: dict, deadline: float) -> None:

@@ -505,7 +505,14 @@ def show_binding(module, check, fresh, snippet_dir):
     missing = [n for n in check["names"] if n not in vars(holder)]
     if missing:
         return _not_live("the live %s does not bind %s" % (path, ", ".join(missing)))
-    return _live("%s bound in the live %s by the module's patched text" % (", ".join(check["names"]), path))
+    kept = [n for n in check.get("gone", []) if n in vars(holder)]
+    if kept:
+        return _not_live("the live %s still binds %s, which the patched text removes" % (path, ", ".join(kept)))
+    said = ["%s bound" % ", ".join(check["names"])] if check["names"] else []
+    said += ["%s gone" % ", ".join(check["gone"])] if check.get("gone") else []
+    if not said:
+        return _live("the live %s ran the module's patched text" % path)
+    return _live("%s in the live %s by the module's patched text" % ("; ".join(said), path))
 
 
 def _defined_here(cls, module, check):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import dataclasses
 import json
 import os
 import re
@@ -47,6 +48,7 @@ COVERAGE = "coverage==7.6.1"
 ADDED = "ps_corpus_added"
 SPEC_NAME = "corpus"
 LIVE_CLAIMS = {"live", "static"}
+ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
 
 
 @dataclass(frozen=True)
@@ -342,6 +344,7 @@ def shape(text: str) -> str:
 @dataclass
 class Tally:
     package: str
+    generated: int = 0
     transforms: int = 0
     applied: int = 0
     live: int = 0
@@ -354,7 +357,7 @@ class Tally:
     seconds: float = 0.0
     classes: dict[str, list] = field(default_factory=dict)   # class -> [count, example]
 
-    COUNTS = ("transforms", "applied", "live", "silent_wrong", "false_not_live", "false_refusals",
+    COUNTS = ("generated", "transforms", "applied", "live", "silent_wrong", "false_not_live", "false_refusals",
               "correct_refusals", "correct_not_live", "fired")
 
     FAILING = ("silent wrong", "false ", "the patched program", "the pristine smoke", "apply with its proof",
@@ -386,8 +389,9 @@ class Tally:
 # -- one package ----------------------------------------------------------------------------------------
 
 class Run:
-    def __init__(self, pkg: Package, work: Path, log=print) -> None:
+    def __init__(self, pkg: Package, work: Path, log=print, most: int | None = None) -> None:
         self.pkg = pkg
+        self.most = most
         self.work = work
         self.log = log
         self.tally = Tally(pkg.key)
@@ -409,6 +413,10 @@ class Run:
 
         survey = reach({"mode": "survey", "root": str(self.root), "top": self.pkg.top, "depth": 1}, self.work)
         transforms = Generator(self.root, survey).generate()
+        self.tally.generated = len(transforms)
+        if self.most and len(transforms) > self.most:   # an even sample, every module's share kept
+            step_by = len(transforms) / self.most
+            transforms = [transforms[int(i * step_by)] for i in range(self.most)]
         self.tally.transforms = len(transforms)
         began = step("survey", start)
         kept = self.settle(transforms, "check")
@@ -469,11 +477,13 @@ class Run:
         return kept
 
     def take_branch(self, t: Transform, message: str) -> bool:
-        """A definition in several if/try blocks: choose the one the survey found live, by the label the
-        refusal lists for its line, as a user would."""
-        listed = message.partition("defined in several branches: ")[2].partition("; choose one with")[0]
-        labels = {int(m.group(2)): m.group(1) for m in re.finditer(r"\s*(.+?) \(line (\d+)\)(?:, |$)", listed)}
-        chosen = next((labels[line] for line in t.def_lines if line in labels), None)
+        """A definition in several if/try blocks: choose the one the survey found live (or the one holding
+        it), by the label the refusal lists for its line, as a user would."""
+        listed = re.split(r" (?:defined|bound) in several branches: ", message, maxsplit=1)[-1]
+        labels = {int(m.group(2)): m.group(1) for m in re.finditer(r"(?:^|, )(.+?) \(line (\d+)[:)]", listed)}
+        # the block whose binding is the definition, or holds it (a method's class): the last line at or before it
+        before = [line for line in labels if t.def_lines and line <= max(t.def_lines)]
+        chosen = labels[max(before)] if before else None
         if t.branch is not None or chosen is None:
             return False
         t.branch = chosen
@@ -507,9 +517,9 @@ class Run:
                       "coverage": coverage, "pkgdir": survey["pkgdir"], "checks": checks}, self.work)
 
     def judge(self, kept: list[Transform], verdicts: dict, pristine: dict, patched: dict) -> None:
-        if patched["error"] != pristine["error"] or patched["stdout"] != pristine["stdout"]:
-            diff = next((f"{a!r} -> {b!r}" for a, b in zip(pristine["stdout"].splitlines(),
-                                                            patched["stdout"].splitlines()) if a != b),
+        before, after = (ADDRESS.sub("0x?", r["stdout"]) for r in (pristine, patched))   # reprs' addresses differ
+        if patched["error"] != pristine["error"] or before != after:
+            diff = next((f"{a!r} -> {b!r}" for a, b in zip(before.splitlines(), after.splitlines()) if a != b),
                         patched["error"] or "the output's length changed")
             self.tally.note(f"the patched program behaves otherwise: {shape(patched['error'] or 'output differs')}",
                             f"{self.pkg.key}: {diff}")
@@ -553,18 +563,35 @@ class Run:
         patchspec("unapply", SPEC_NAME, "--root", str(self.root))
 
 
-def run_all(chosen: list[Package], work: Path, log=print) -> tuple[list[Tally], Tally]:
+def run_all(chosen: list[Package], work: Path, log=print, most: int | None = None) -> tuple[list[Tally], Tally]:
+    """Each package in turn; its tally is also written to ``work/KEY.tally.json`` as soon as it is known,
+    so that a run cut short, or run in shards, is still reported (``saved``)."""
     tallies = []
-    total = Tally("total")
     for pkg in chosen:
         try:
-            tally = Run(pkg, work / pkg.key, log).run()
+            tally = Run(pkg, work / pkg.key, log, most).run()
         except Exception as exc:  # noqa: BLE001 - one package that cannot run is a finding, not the end
             tally = Tally(pkg.key)
             tally.note(f"the driver could not run the package: {type(exc).__name__}", f"{pkg.key}: {exc}"[:500])
+        work.mkdir(parents=True, exist_ok=True)
+        (work / f"{pkg.key}.tally.json").write_text(json.dumps(dataclasses.asdict(tally)))
+        log(tally.line())
         tallies.append(tally)
+    return tallies, totals(tallies)
+
+
+def saved(works: list[Path]) -> list[Tally]:
+    """The tallies a run (or its shards) wrote, in the order of packages.toml."""
+    order = {p.key: i for i, p in enumerate(packages())}
+    found = {t.package: t for w in works for t in (Tally(**json.loads(f.read_text())) for f in w.glob("*.tally.json"))}
+    return sorted(found.values(), key=lambda t: order.get(t.package, len(order)))   # a later WORK's run wins
+
+
+def totals(tallies: list[Tally]) -> Tally:
+    total = Tally("total")
+    for tally in tallies:
         total.add(tally)
-    return tallies, total
+    return total
 
 
 def report(tallies: list[Tally], total: Tally) -> list[str]:

@@ -17,6 +17,7 @@ import inspect
 import io
 import json
 import os
+import pkgutil
 import sys
 import traceback
 import types
@@ -56,6 +57,9 @@ class Survey:
         names = getattr(module, "__all__", None)
         if not isinstance(names, (list, tuple)):
             names = [n for n in dir(module) if not n.startswith("_")]
+        # the public submodules bound on it are names a program reaches too (``yaml.constructor``)
+        names = list(names) + [n for n, v in list(vars(module).items()) if isinstance(v, types.ModuleType)
+                               and not n.startswith("_") and n not in names]
         for name in names:
             try:
                 obj = getattr(module, name)
@@ -143,8 +147,20 @@ def _lookup(cls: type, name: str) -> object:
         return None
 
 
+def submodules(module: types.ModuleType) -> None:
+    """Import the package's public submodules, as a program does (``from packaging import version``): a
+    package whose ``__init__`` binds nothing reaches them only so. Test modules are not the package's API."""
+    for info in pkgutil.iter_modules(getattr(module, "__path__", [])):
+        if not info.name.startswith(("_", "test")):
+            try:
+                importlib.import_module(f"{module.__name__}.{info.name}")
+            except Exception:  # noqa: BLE001 - a submodule that needs what is not installed is not reachable
+                pass
+
+
 def survey(request: dict) -> dict:
     found = Survey(request["top"], request.get("depth", 1))
+    submodules(found.module)
     found.walk(found.module, [], 0)
     return {"pkgdir": found.pkgdir, "defs": list(found.defs.values()), "compiled": list(found.compiled.values())}
 
@@ -217,9 +233,10 @@ def run(request: dict) -> dict:
         cov.stop()
         data = cov.get_data()
         lines = {os.path.relpath(f, root): sorted(data.lines(f) or []) for f in data.measured_files()}
+    top = importlib.import_module(request["top"])
+    submodules(top)   # the paths the survey found go through them (a default is counted when its def runs)
     hooks = sys.modules.get("_patchspec_runtime.corpus_hooks")
     hits = dict(getattr(hooks, "HITS", {}))
-    top = importlib.import_module(request["top"])
     carried = {c["id"]: carries(top, c, hits, root) for c in request.get("checks", [])}
     return {"stdout": out.getvalue(), "error": error, "lines": lines, "hits": hits, "carried": carried}
 
