@@ -243,3 +243,22 @@ def test_a_profile_picks_the_branch_a_release_defines_its_target_in(tmp_path, ca
     profile.write_text("release: toy-1.0\npackages: {toy: '==1.0'}\nspecs:\n  toy-fix:\n"
                        "    overrides: {step: {branch: else}}\n")
     assert main(["check", spec, "--root", str(root)]) == 1
+
+
+def test_the_profile_apply_asks_for_is_named_as_init_names_them(tmp_path, capsys):
+    """A release outside every profile: the command apply advises names the new profile as ``init`` named
+    the first (``vpkg-1.0`` beside ``vpkg-1.0``, not vLLM's ``v1.1``), and running it makes apply take it."""
+    from tests.verify_toy import MOD, install
+    old, new = tmp_path / "old", tmp_path / "new"
+    install(old, {"vpkg/__init__.py": "", "vpkg/mod.py": MOD}, version="1.0")
+    install(new, {"vpkg/__init__.py": "", "vpkg/mod.py": MOD}, version="1.1")
+    work = tmp_path / "fix"
+    assert main(["init", "fix", "--root", str(old), "--target", "vpkg/mod.py:fetch", "--dir", str(work)]) == 0
+    spec = str(work / "fix.yaml")
+    capsys.readouterr()
+    assert main(["apply", spec, "--root", str(new), "--no-verify"]) == 2
+    advised = capsys.readouterr().err.strip().split("draft one: ")[1].split()
+    assert advised[:4] == ["patchspec", "profile", "new", "vpkg-1.1"], advised
+    assert main(advised[1:]) == 0
+    assert sorted(p.name for p in (work / "releases").iterdir()) == ["vpkg-1.0.yaml", "vpkg-1.1.yaml"]
+    assert main(["apply", spec, "--root", str(new), "--no-verify"]) == 0
