@@ -213,8 +213,11 @@ def load_state(root: Root) -> State:
     except ValueError as exc:
         raise PatchspecError(f"{exc}; nothing was written", file=where) from None
     state = State.from_json(data, where)
-    for field_name, rel in state.paths():
-        root.canonical(rel, f"state record {field_name}")   # refuses a path out of the root, naming it
+    for field_name, rel in state.paths():   # a path out of the root is refused, naming where in the record
+        try:
+            root.canonical(rel, f"state record {field_name}")
+        except PatchspecError as exc:
+            raise PatchspecError(f"{exc.message}; nothing was written", file=where) from None
     return state
 
 
