@@ -167,7 +167,8 @@ def _status(root_path: str) -> StatusReport:
         lines += [f"  {w}" for w in rec.warnings]
         unverified = UNVERIFIED.get(rec.proof)
         if unverified:
-            lines.append(f"  unverified: {unverified}; `patchspec verify {name} --root {root.path}` shows "
+            python = " --python PYTHON" if rec.proof == ProofState.NO_INTERPRETER else ""   # none to keep
+            lines.append(f"  unverified: {unverified}; `patchspec verify {name} --root {root.path}{python}` shows "
                          "whether it runs")
             if rec.proof == ProofState.PENDING:
                 code = max(code, Exit.PENDING)
