@@ -14,6 +14,8 @@ import pytest
 from patchspec.install import installed
 from patchspec.releases.cache import cache_dir, pypi_root
 from patchspec.cli import main
+from patchspec.errors import run
+from patchspec.spec import load_spec
 from tests.verbs.test_apply import DEMO, FIXTURES, tree
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,6 +65,22 @@ def test_a_spec_with_a_releases_list_is_read_with_a_warning_naming_the_change(tm
     assert out.out.startswith("valid: ")
     assert out.err.startswith(f"patchspec: {spec}:7:11: warning: releases: is deprecated and ignored: a spec "
                               "supports the release profiles beside it") and out.err.count("\n") == 1
+
+
+def test_a_warning_is_said_once_per_command_and_each_time_outside_one(tmp_path, capsys):
+    """Warnings were a module-global set that ``cli.main`` cleared: a library caller (``load_spec`` twice)
+    heard a warning the first time only, ever; now they live on the command's context (``errors.run``)."""
+    spec = shutil.copytree(FIXTURES, tmp_path / "spec") / "demo.yaml"
+    spec.write_text(spec.read_text().replace("targets:", "releases: [v0.30.0]\ntargets:", 1))
+    load_spec(str(spec))
+    load_spec(str(spec))
+    assert capsys.readouterr().err.count("warning: releases: is deprecated") == 2
+    with run():
+        load_spec(str(spec))
+        load_spec(str(spec))
+    assert capsys.readouterr().err.count("warning: releases: is deprecated") == 1
+    assert main(["validate", str(spec)]) == 0 and main(["validate", str(spec)]) == 0   # once per command
+    assert capsys.readouterr().err.count("warning: releases: is deprecated") == 2
 
 
 def test_a_profile_without_a_section_for_the_spec_does_not_support_it(vllm_release, copy_root, tmp_path, capsys):
