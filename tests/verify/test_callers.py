@@ -218,3 +218,14 @@ def test_a_fallback_bound_under_another_name_of_the_module_is_not_live_when_the_
     else:
         assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
         assert run(python, code="import vpkg; print(vpkg.escape('x'))") == ["HOOK python_escape", "native:x"]
+
+
+def test_init_warns_statically_of_a_fallback_bound_under_another_name(tmp_path, capsys):
+    """Before: init said nothing of ``escape = python_escape`` standing only where the import fails."""
+    site = tmp_path / "site"
+    install(site, {"vpkg/__init__.py": "from ._native import escape\n", "vpkg/_native.py": ALIASED})
+    assert main(["init", "toy-fix", "--root", str(site), "--target", "vpkg/_native.py:python_escape",
+                 "--dir", str(tmp_path / "fix")]) == 0
+    assert ("warning: vpkg/_native.py:6: escape is bound in try by `from vpkg._speedups import escape`, and to "
+            "python_escape only in except ImportError (line 8): when the import runs, callers of escape do not "
+            "reach python_escape") in capsys.readouterr().out
