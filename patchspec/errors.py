@@ -13,10 +13,13 @@
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
 import re
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 
 class Exit(enum.IntEnum):
@@ -63,18 +66,34 @@ def printable(text: str) -> str:
     return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
-_WARNED: set[str] = set()
+@dataclass
+class Run:
+    """What one command keeps while it runs (``run``): the warnings it has printed, each said once."""
+
+    warned: set[str] = field(default_factory=set)
+
+
+_RUN: contextvars.ContextVar[Run] = contextvars.ContextVar("patchspec_run")
+
+
+@contextlib.contextmanager
+def run() -> Iterator[Run]:
+    """The context of one command (``cli.main``): a command run inside it (``demo``'s steps) has its own."""
+    token = _RUN.set(Run())
+    try:
+        yield _RUN.get()
+    finally:
+        _RUN.reset(token)
 
 
 def warn(message: str) -> None:
-    """One line on stderr, ``patchspec: file:line:col: warning: ...``, once per command (``forget_warnings``)."""
-    if message not in _WARNED:
-        _WARNED.add(message)
+    """One line on stderr, ``patchspec: file:line:col: warning: ...``, once per command (``run``); outside a
+    command (patchspec used as a library) every time."""
+    current = _RUN.get(None)
+    if current is None or message not in current.warned:
+        if current is not None:
+            current.warned.add(message)
         print(f"patchspec: {printable(message)}", file=sys.stderr)
-
-
-def forget_warnings() -> None:
-    _WARNED.clear()
 
 
 class PatchspecError(Exception):

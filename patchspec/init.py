@@ -45,12 +45,13 @@ class Hooked:
         return re.sub(r"[^a-z0-9]+", "-", self.function.lower()).strip("-")
 
 
-def parse_target(text: str) -> Hooked:
+def parse_target(text: str, root: Root) -> Hooked:
+    """``FILE.py:Qualified.name``, its file by its canonical path under the root (refused when it leaves it)."""
     file, sep, function = text.partition(":")
     if not sep or not file.endswith(".py") or not re.fullmatch(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*", function):
         raise PatchspecError(f"--target {text!r}: expected FILE.py:Qualified.name, e.g. "
                              "requests/sessions.py:Session.send")
-    return Hooked(file, function)
+    return Hooked(root.canonical(file, "--target"), function)
 
 
 def scaffold(name: str, root_path: str, targets: list[str], directory: str) -> tuple[list[Path], list[str]]:
@@ -59,7 +60,7 @@ def scaffold(name: str, root_path: str, targets: list[str], directory: str) -> t
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
         raise PatchspecError(f"spec name {name!r}: use lower-case letters, digits and dashes")
     root = Root.open(root_path)
-    hooked = [parse_target(t) for t in targets]
+    hooked = [parse_target(t, root) for t in targets]
     for item in hooked:
         _check_defined(root, item)
     package = name.replace("-", "_")

@@ -61,7 +61,6 @@ class NoteKind(enum.StrEnum):
     EDITED = "edited"          # an installed snippet differs from what apply wrote
     RECORD = "record"          # the spec is applied from another spec version or release
     BINDING = "binding"        # a name the snippets or the inserted code use does not bind
-    PARTIAL = "partial"        # a file carries the marker that the state record does not list
     CONFLICT = "conflict"      # two transforms cannot both apply
 
 

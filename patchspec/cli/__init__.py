@@ -14,7 +14,7 @@ import sys
 import traceback
 
 from patchspec.cli.verbs import GROUPS, VERBS, OneOf, Verb
-from patchspec.errors import Exit, PatchspecError, forget_warnings, printable
+from patchspec.errors import Exit, PatchspecError, printable, run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -77,10 +77,11 @@ def _version() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        return _main(argv)
-    except BrokenPipeError:
-        return _stdout_closed()
+    with run():   # the command's context: each warning said once
+        try:
+            return _main(argv)
+        except BrokenPipeError:
+            return _stdout_closed()
 
 
 def _stdout_closed() -> int:
@@ -96,7 +97,6 @@ def _stdout_closed() -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    forget_warnings()
     parser = build_parser()
     args = parser.parse_args(argv)
     args.main = main   # the entry point, for a verb that runs other verbs (demo): cli.verbs imports no cli

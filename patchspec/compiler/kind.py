@@ -110,6 +110,8 @@ class Kind:
     rank: int = 100                               # its place in the registry (the schema enum, docs table)
     binds: Callable[[dict[str, str]], Binds] = lambda params: NOTHING   # what it binds (see ``Binds``)
     live: Live = Live.CODE_LINES                  # how verify shows it live
+    live_cases: tuple[tuple[str, str], ...] = ()  # when its keys choose the check: (check, the case as the
+                                                  # docs name it); the docs' table of live checks reads them
     local: bool = False                           # it looks at and edits only what its patterns match and the
                                                   # target's own node: the body's other statements need no parse
     rules: frozenset[str] = frozenset()           # refusals a transform may acknowledge by name (``acknowledge``):

@@ -195,13 +195,13 @@ def close_names(qualname: str, source: SourceFile) -> list[str]:
 
 
 @gcpause.paused
-def emit(plan: Plan, specs: Iterable[Spec]) -> dict[str, str]:
+def emit(plan: Plan, specs: Iterable[Spec], check: bool = True) -> dict[str, str]:
     """The patched text of every file the plan changes. The plan must have no errors.
 
     Edits of several specs at one place go in stacking order (each spec's ``order``, then its name), so
     the text depends only on the set of specs. Edits that cannot coexist raise ``ConflictError``; what
     ``compiler.lint`` finds wrong in the inserted code goes to ``plan.problems``, which the caller must
-    refuse on before writing."""
+    refuse on before writing; ``check=False`` leaves out the compile of each file (what is known to compile)."""
     if plan.errors:
         raise ValueError("cannot emit a plan with unresolved transforms")
     by_name = {spec.name: spec for spec in specs}
@@ -237,8 +237,9 @@ def emit(plan: Plan, specs: Iterable[Spec]) -> dict[str, str]:
             plan.rendered[key] = render_fragment(fragment, edits, definition.enclosing(e.node for e in edits))
             fragments[fragment.start] = (fragment.end, plan.rendered[key])
         out[path] = splice(source, fragments, line_edits)
-        broken = lint.compile_problem(path, out[path], rows)
+        broken = lint.compile_problem(path, out[path], rows) if check else None
         plan.problems += [broken] if broken else []
+        plan.problems += lint.removed_name_reads(source, out[path], rows) if check and not broken else []
     return out
 
 
@@ -332,13 +333,21 @@ def edited_lines(plan: Plan, spec: Spec, texts: dict[str, str]) -> dict[int, set
 
 
 def _emit_rows(plan: Plan, rows: list[Resolved], spec: Spec) -> dict[str, str]:
-    return emit(Plan(rows, plan.sources, plan.definitions), [spec])
+    return emit(Plan(rows, plan.sources, plan.definitions), [spec], check=False)
 
 
 def _written(before: str, after: str) -> list[int]:
-    """The lines of ``after`` (from 1) that are not ``before``'s."""
-    matcher = difflib.SequenceMatcher(None, split_lines(before), split_lines(after), autojunk=False)
-    return [n + 1 for tag, _i1, _i2, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert")
+    """The lines of ``after`` (from 1) that are not ``before``'s: the two differ in one transform's edits,
+    so the lines both begin and end with are set aside before the rest is compared."""
+    old, new = split_lines(before), split_lines(after)
+    head = 0
+    while head < min(len(old), len(new)) and old[head] == new[head]:
+        head += 1
+    tail = 0
+    while tail < min(len(old), len(new)) - head and old[-1 - tail] == new[-1 - tail]:
+        tail += 1
+    matcher = difflib.SequenceMatcher(None, old[head:len(old) - tail], new[head:len(new) - tail], autojunk=False)
+    return [head + n + 1 for tag, _i1, _i2, j1, j2 in matcher.get_opcodes() if tag in ("replace", "insert")
             for n in range(j1, j2)]
 
 

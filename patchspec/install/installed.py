@@ -181,6 +181,9 @@ class PipRecords:
         return out
 
     def file_status(self, state: State, rel: str) -> FileState:
+        """A file another release of its package installed (its RECORD's bytes, or any bytes once the package
+        is at another version than the specs were applied to) is ``REPLACED`` (or ``REMOVED``): its pristine
+        copy is of a release no longer installed, and is never written over it."""
         data = self.root.read_bytes(rel)
         want = state.files[rel].patched_sha256 if rel in state.files else state.snippets[rel].sha256
         current = sha256(data)
@@ -189,8 +192,17 @@ class PipRecords:
         if rel in state.snippets:
             return MISSING if data is None else EDITED
         if data is None:
-            return REMOVED if self.dist(rel) is None else MISSING
-        return REPLACED if current == self.hash(rel) else EDITED
+            return REMOVED if self.dist(rel) is None or self.upgraded(state, rel) else MISSING
+        return REPLACED if current == self.hash(rel) or self.upgraded(state, rel) else EDITED
+
+    def upgraded(self, state: State, rel: str) -> bool:
+        """Whether the package of ``rel`` is installed now at another version than the one the specs that
+        patched it recorded at apply (an upgrade or a downgrade, whatever its RECORD says of the file)."""
+        dist = self.dist(rel)
+        package = rel.split("/", 1)[0]
+        then = {state.specs[name].packages[package].version for name in state.files[rel].specs
+                if name in state.specs and package in state.specs[name].packages}
+        return dist is not None and bool(then) and then != {dist.version}
 
     def where(self, rel: str) -> str:
         dist = self.dist(rel)

@@ -123,6 +123,7 @@ def ask(interpreter: Interpreter, root: Path, request: dict, timeout: float = TI
 def _exchange(process: subprocess.Popen, payload: bytes, streams: dict, deadline: float) -> bool:
     """Write the request and read until the answer ends (its one line is complete, or the probe died);
     ``False`` when ``deadline`` passes first."""
+    os.set_blocking(process.stdin.fileno(), False)   # a probe that never reads cannot hold the write past the deadline
     with selectors.DefaultSelector() as selector:
         selector.register(process.stdin, selectors.EVENT_WRITE)
         for stream in streams:
@@ -136,6 +137,8 @@ def _exchange(process: subprocess.Popen, payload: bytes, streams: dict, deadline
                 if key.fileobj is process.stdin:
                     try:
                         sent += os.write(process.stdin.fileno(), payload[sent:sent + 65536])
+                    except BlockingIOError:   # the pipe took less than select promised: wait again
+                        pass
                     except BrokenPipeError:
                         sent = len(payload)
                     if sent == len(payload):

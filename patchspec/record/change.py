@@ -42,12 +42,13 @@ class Change:
     notes: list[str] = field(default_factory=list)
 
 
-def parse_target(text: str) -> tuple[str, str]:
+def parse_target(text: str, root: Root) -> tuple[str, str]:
+    """``FILE.py:QUALNAME``, its file by its canonical path under the root (refused when it leaves it)."""
     rel, sep, qualname = text.partition(":")
     if not sep or not rel.endswith(".py") or not qualname or not all(p.isidentifier() for p in qualname.split(".")):
         raise PatchspecError(f"--target {text!r}: expected FILE.py:QUALNAME, e.g. "
                              "requests/sessions.py:SessionRedirectMixin.rebuild_proxies")
-    return rel, qualname
+    return root.canonical(rel, "--target"), qualname
 
 
 def _release_root(dist: str, version: str) -> Path:
@@ -69,7 +70,7 @@ def _decode(data: bytes, where: str) -> str:
 
 def hand_edit(root: Root, targets: list[str]) -> Change:
     """The files of one installed distribution that differ from what it installed."""
-    named = [parse_target(t) for t in targets]
+    named = [parse_target(t, root) for t in targets]
     found = installed.scan(root.path)
     records = installed.PipRecords(root)
     state = load_state(root)
@@ -158,7 +159,7 @@ def upstream(root: Root, requirement: str, before: str | None, targets: list[str
         raise PatchspecError(f"--from {requirement!r}: expected DIST==AFTER, e.g. requests==2.31.0")
     if not targets:
         raise PatchspecError("--from needs --target FILE:QUALNAME: the definitions whose change to carry")
-    named = [parse_target(t) for t in targets]
+    named = [parse_target(t, root) for t in targets]
     found = installed.scan(root.path)
     packages = {package_of(rel) for rel, _ in named}
     mine = [found[p] for p in packages if p in found

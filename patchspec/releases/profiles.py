@@ -273,7 +273,7 @@ def select_release(directory: Path, found: dict[str, installed.Installed], spec:
         raise PatchspecError(f"{spec.name} has no release profile yet (none in {directory}); draft one for this "
                              f"root: patchspec profile new NAME --root {root} --spec {spec.path}", file=spec.path)
     nearest = nearest_release(directory, supported, found)
-    name = _release_name(found, packages)
+    name = _release_name(found, packages, nearest)
     raise PatchspecError(f"no release profile of {spec.name} matches the root ({seen}); the nearest is {nearest}; "
                          f"draft one: patchspec profile new {name} --root {root} --spec {spec.path} --from {nearest}",
                          file=str(directory))
@@ -299,10 +299,14 @@ def nearest_release(directory: Path, releases: list[str], found: dict[str, insta
     return min(releases, key=distance)
 
 
-def _release_name(found: dict[str, installed.Installed], packages: set[str]) -> str:
+def _release_name(found: dict[str, installed.Installed], packages: set[str], nearest: str) -> str:
+    """The name of a profile for the root's release, in the form of the spec's own (``v0.30.0`` beside
+    ``v0.26.0``; ``pkg-1.1`` beside ``pkg-1.0``, as ``init`` names it)."""
     for package in sorted(packages):
         if package in found:
-            return f"v{found[package].version}"
+            version = found[package].version
+            return f"v{version}" if re.fullmatch(r"v\d.*", nearest) else \
+                f"{found[package].distribution or package}-{version}"
     return "NAME"
 
 

@@ -44,17 +44,19 @@ class DriftResult:
 
 @dataclass(frozen=True)
 class DriftRecord(Record):
-    """One row of a drift report: its JSON keys are the row's fields (``DriftRow``, the drift cache's form)."""
+    """One row of a drift report: its JSON keys are the row's fields (``DriftRow``, the drift cache's form)
+    but the plan's own facts of it (``INTERNAL``: what the proof reads, not what drift says)."""
 
     TYPE: ClassVar[str] = "drift"
+    INTERNAL: ClassVar[frozenset[str]] = frozenset({"edits", "own", "binding"})
     row: DriftRow
 
     def to_json(self) -> dict:
-        return {"type": self.TYPE, **self.row.to_dict()}
+        return {"type": self.TYPE, **{k: v for k, v in self.row.to_dict().items() if k not in self.INTERNAL}}
 
     @classmethod
     def json_fields(cls) -> list[dataclasses.Field]:
-        return [f for f in dataclasses.fields(DriftRow) if f.name != "edits"]
+        return [f for f in dataclasses.fields(DriftRow) if f.name not in cls.INTERNAL]
 
     @classmethod
     def json_hints(cls) -> dict:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from patchspec import snippets
-from patchspec.compiler import encoding, gcpause
+from patchspec.compiler import gcpause
 from patchspec.compiler.edits import ConflictError, Status
 from patchspec.compiler.plan import Resolved, emit
 from patchspec.errors import Exit
@@ -21,7 +21,7 @@ from patchspec.prepare import Prepared, applied_specs, compile_spec, prepare
 from patchspec.results import FileState, Note, NoteKind, Record, Row, Verdict, notes_of
 from patchspec.spec import load_spec
 from patchspec.verbs.proving import root_interpreter
-from patchspec.verbs.stale import drop_stale
+from patchspec.verbs.stale import drop_stale, refuse_unrecorded
 from patchspec.verdict import binding_problems, raise_if_upstream
 
 
@@ -81,19 +81,16 @@ def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) 
     rows = [Row(r, Verdict.WOULD_APPLY if r.ok else None) for r in prepared.plan.resolved]
     bound = [Note(NoteKind.BINDING, f"binding: {p}")
              for p in binding_problems(prepared.spec, prepared.plan, prepared.read)]
-    marker = prepared.spec.marker
-    touched = sorted({r.file for r in prepared.plan.resolved if r.status != Status.SKIPPED})
-    partial = [Note(NoteKind.PARTIAL, f"partial: {rel} carries {marker!r} but the state record does not list it",
-                    file=rel) for rel in touched
-               if marker in encoding.decode(root.read_bytes(rel) or b"")]
+    for rel in sorted({r.file for r in prepared.plan.resolved if r.status != Status.SKIPPED}):
+        refuse_unrecorded(root, state, rel, root.read_bytes(rel))   # as apply refuses it
     if prepared.plan.errors:  # the bindings are said too: a release may lack both an anchor and a name
-        return CheckResult(Exit.BROKEN, rows, notes + bound + partial)
+        return CheckResult(Exit.BROKEN, rows, notes + bound)
     raise_if_upstream(prepared.spec, prepared.plan)
     try:
         emit(prepared.plan, [prepared.spec])
     except ConflictError as exc:
-        return CheckResult(Exit.BROKEN, rows, notes + [Note(NoteKind.CONFLICT, exc.message)] + partial)
-    problems = bound + [Note(NoteKind.BINDING, f"binding: {p}") for p in prepared.plan.problems] + partial
+        return CheckResult(Exit.BROKEN, rows, notes + [Note(NoteKind.CONFLICT, exc.message)])
+    problems = bound + [Note(NoteKind.BINDING, f"binding: {p}") for p in prepared.plan.problems]
     return CheckResult(Exit.BROKEN if problems else Exit.PENDING, rows, notes + problems)
 
 
@@ -170,7 +167,8 @@ def _status(root_path: str) -> StatusReport:
         lines += [f"  {w}" for w in rec.warnings]
         unverified = UNVERIFIED.get(rec.proof)
         if unverified:
-            lines.append(f"  unverified: {unverified}; `patchspec verify {name} --root {root.path}` shows "
+            python = " --python PYTHON" if rec.proof == ProofState.NO_INTERPRETER else ""   # none to keep
+            lines.append(f"  unverified: {unverified}; `patchspec verify {name} --root {root.path}{python}` shows "
                          "whether it runs")
             if rec.proof == ProofState.PENDING:
                 code = max(code, Exit.PENDING)

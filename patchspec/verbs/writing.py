@@ -27,12 +27,12 @@ from patchspec.install.state import (
     pristine_path,
     sha256,
 )
-from patchspec.model import MARKER
-from patchspec.prepare import applied_specs, compile_spec, patched_texts, prepare
+from patchspec.model import Spec
+from patchspec.prepare import Prepared, applied_specs, compile_spec, patched_texts, prepare
 from patchspec.results import FileAction, Liveness, Note, NoteKind, notes_of
 from patchspec.spec import load_spec, spec_name, spec_text
 from patchspec.verbs.proving import prove_applied, root_interpreter
-from patchspec.verbs.stale import drop_stale
+from patchspec.verbs.stale import drop_stale, refuse_unrecorded
 from patchspec.verdict import raise_if_upstream, raise_plan_errors
 
 
@@ -65,16 +65,9 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         spec = prepared.spec
         skipped = [r for r in prepared.plan.resolved if r.status == Status.SKIPPED]
         if spec.name in state.specs:
-            rec = state.specs[spec.name]
-            if rec.spec_sha256 != spec.sha256 or rec.release != prepared.release:
-                raise PatchspecError(f"spec {spec.name} is applied from another version of the spec or "
-                                     f"release ({rec.release}); unapply it first", file=spec_path)
-            _verify_unchanged(root, state, spec.name)
             notes += [Note(NoteKind.WARNING, f"warning: {w}") for w in prepared.warnings]
-            shown = None
-            if verify and runs is not None and rec.proof not in (ProofState.LIVE, ProofState.STATIC):
-                shown = _prove_or_undo(root, spec.name, runs, timeout)
-            return ApplyResult(False, rec.files, skipped, notes, shown)
+            shown = _applied_already(root, state, prepared, spec_path, verify, runs, timeout)
+            return ApplyResult(False, state.specs[spec.name].files, skipped, notes, shown)
         raise_plan_errors(prepared.plan)
         files = set(prepared.plan.files)
         if not files:
@@ -82,34 +75,15 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
             raise PatchspecError(f"nothing to apply: every target of {spec.name} was skipped", file=spec_path)
         for rel in files & set(state.files):
             _verify_file(root, state, rel)
-        pristine = {rel: root.read_bytes(rel) for rel in sorted(files - set(state.files))}
         warnings = [f"warning: {w}" for w in prepared.warnings]
-        for rel, data in pristine.items():
-            if data is not None and MARKER.encode() in data:
-                raise PatchspecError("carries a patchspec marker but no state record lists it: it is not the "
-                                     "pristine file, and storing it as one would lose the original; restore "
-                                     "it (reinstall the package, e.g. pip install --force-reinstall --no-deps "
-                                     "NAME==VERSION), then apply; nothing was written", file=str(root.path / rel))
-            want = records.hash(rel)
-            if want is not None and want != sha256(data):
-                warnings.append(f"warning: {rel} differs from what {records.where(rel)} installed (its RECORD "
-                                "sha256): changed after install; kept as the pristine copy all the same")
+        pristine = _pristine_copies(root, state, records, sorted(files - set(state.files)), warnings)
         sharing = [s for n, s in applied_specs(state, root).items() if n in state.touching(files)]
         texts = compile_spec(prepared)  # the spec alone holds on this release, its bindings included
         if sharing:
             texts = patched_texts([*sharing, spec], files, root, state)
         patched = {rel: encoding.encode(texts[rel], root.read_bytes(rel)) for rel in sorted(files)}
         snippets.check_imports(spec, root, interpreter.finder(runs, root.path), prepared.plan.sources)
-        runtime = snippets.install_files(spec)
-        for rel, data in runtime.items():
-            entry = state.snippets.get(rel)
-            if entry is not None and entry.sha256 != sha256(data):
-                raise PatchspecError(f"snippet file {rel} is installed with other contents by "
-                                     f"{', '.join(entry.specs)}", file=str(root.path / rel))
-            if entry is None and rel not in writes and root.read_bytes(rel) is not None:
-                raise PatchspecError("a file patchspec did not write is in the way of a snippet file: apply "
-                                     "overwrites only its own files; move it away; nothing was written",
-                                     file=str(root.path / rel))
+        runtime = _snippet_files(root, state, spec, writes)
         rec = SpecRecord(
             spec_path=str(Path(spec_path).resolve()), spec_sha256=spec.sha256,
             spec_text=spec_text(prepared.raw_spec, spec_path), release=prepared.release,
@@ -128,6 +102,51 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         written = Root(root.path)   # what the files are now (``record`` reads an edited file as pristine)
         shown = _prove_or_undo(written, spec.name, runs, timeout) if rec.proof == ProofState.PENDING else None
         return ApplyResult(True, sorted(files), skipped, notes + notes_of(NoteKind.WARNING, warnings), shown)
+
+
+def _applied_already(root: Root, state: State, prepared: Prepared, spec_path: str, verify: bool,
+                     runs: interpreter.Interpreter | None, timeout: float) -> proof.Proof | None:
+    """The spec is applied: nothing to write when it is the same spec on the same release and its files
+    are as written; its proof, when an earlier apply did not finish or skipped it and it can run now."""
+    spec = prepared.spec
+    rec = state.specs[spec.name]
+    if rec.spec_sha256 != spec.sha256 or rec.release != prepared.release:
+        raise PatchspecError(f"spec {spec.name} is applied from another version of the spec or "
+                             f"release ({rec.release}); unapply it first", file=spec_path)
+    _verify_unchanged(root, state, spec.name)
+    if verify and runs is not None and rec.proof not in (ProofState.LIVE, ProofState.STATIC):
+        return _prove_or_undo(root, spec.name, runs, timeout)
+    return None
+
+
+def _pristine_copies(root: Root, state: State, records: PipRecords, rels: list[str],
+                     warnings: list[str]) -> dict[str, bytes | None]:
+    """The bytes of each file the spec is the first to patch, kept as its pristine copy: refused when it
+    carries a marker no record explains; a warning (added to ``warnings``) when it is not what pip installed."""
+    pristine = {rel: root.read_bytes(rel) for rel in rels}
+    for rel, data in pristine.items():
+        refuse_unrecorded(root, state, rel, data)
+        want = records.hash(rel)
+        if want is not None and want != sha256(data):
+            warnings.append(f"warning: {rel} differs from what {records.where(rel)} installed (its RECORD "
+                            "sha256): changed after install; kept as the pristine copy all the same")
+    return pristine
+
+
+def _snippet_files(root: Root, state: State, spec: Spec, writes: dict[str, bytes | None]) -> dict[str, bytes]:
+    """The snippet package's files to install; refused where another spec installed other contents, or a
+    file patchspec did not write is in the way."""
+    runtime = snippets.install_files(spec)
+    for rel, data in runtime.items():
+        entry = state.snippets.get(rel)
+        if entry is not None and entry.sha256 != sha256(data):
+            raise PatchspecError(f"snippet file {rel} is installed with other contents by "
+                                 f"{', '.join(entry.specs)}", file=str(root.path / rel))
+        if entry is None and rel not in writes and root.read_bytes(rel) is not None:
+            raise PatchspecError("a file patchspec did not write is in the way of a snippet file: apply "
+                                 "overwrites only its own files; move it away; nothing was written",
+                                 file=str(root.path / rel))
+    return runtime
 
 
 def _prove_or_undo(root: Root, name: str, runs: interpreter.Interpreter, timeout: float) -> proof.Proof:

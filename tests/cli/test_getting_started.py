@@ -14,6 +14,8 @@ import pytest
 from patchspec.install import installed
 from patchspec.releases.cache import cache_dir, pypi_root
 from patchspec.cli import main
+from patchspec.errors import run
+from patchspec.spec import load_spec
 from tests.verbs.test_apply import DEMO, FIXTURES, tree
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,6 +65,22 @@ def test_a_spec_with_a_releases_list_is_read_with_a_warning_naming_the_change(tm
     assert out.out.startswith("valid: ")
     assert out.err.startswith(f"patchspec: {spec}:7:11: warning: releases: is deprecated and ignored: a spec "
                               "supports the release profiles beside it") and out.err.count("\n") == 1
+
+
+def test_a_warning_is_said_once_per_command_and_each_time_outside_one(tmp_path, capsys):
+    """Warnings were a module-global set that ``cli.main`` cleared: a library caller (``load_spec`` twice)
+    heard a warning the first time only, ever; now they live on the command's context (``errors.run``)."""
+    spec = shutil.copytree(FIXTURES, tmp_path / "spec") / "demo.yaml"
+    spec.write_text(spec.read_text().replace("targets:", "releases: [v0.30.0]\ntargets:", 1))
+    load_spec(str(spec))
+    load_spec(str(spec))
+    assert capsys.readouterr().err.count("warning: releases: is deprecated") == 2
+    with run():
+        load_spec(str(spec))
+        load_spec(str(spec))
+    assert capsys.readouterr().err.count("warning: releases: is deprecated") == 1
+    assert main(["validate", str(spec)]) == 0 and main(["validate", str(spec)]) == 0   # once per command
+    assert capsys.readouterr().err.count("warning: releases: is deprecated") == 2
 
 
 def test_a_profile_without_a_section_for_the_spec_does_not_support_it(vllm_release, copy_root, tmp_path, capsys):
@@ -243,3 +261,22 @@ def test_a_profile_picks_the_branch_a_release_defines_its_target_in(tmp_path, ca
     profile.write_text("release: toy-1.0\npackages: {toy: '==1.0'}\nspecs:\n  toy-fix:\n"
                        "    overrides: {step: {branch: else}}\n")
     assert main(["check", spec, "--root", str(root)]) == 1
+
+
+def test_the_profile_apply_asks_for_is_named_as_init_names_them(tmp_path, capsys):
+    """A release outside every profile: the command apply advises names the new profile as ``init`` named
+    the first (``vpkg-1.0`` beside ``vpkg-1.0``, not vLLM's ``v1.1``), and running it makes apply take it."""
+    from tests.verify_toy import MOD, install
+    old, new = tmp_path / "old", tmp_path / "new"
+    install(old, {"vpkg/__init__.py": "", "vpkg/mod.py": MOD}, version="1.0")
+    install(new, {"vpkg/__init__.py": "", "vpkg/mod.py": MOD}, version="1.1")
+    work = tmp_path / "fix"
+    assert main(["init", "fix", "--root", str(old), "--target", "vpkg/mod.py:fetch", "--dir", str(work)]) == 0
+    spec = str(work / "fix.yaml")
+    capsys.readouterr()
+    assert main(["apply", spec, "--root", str(new), "--no-verify"]) == 2
+    advised = capsys.readouterr().err.strip().split("draft one: ")[1].split()
+    assert advised[:4] == ["patchspec", "profile", "new", "vpkg-1.1"], advised
+    assert main(advised[1:]) == 0
+    assert sorted(p.name for p in (work / "releases").iterdir()) == ["vpkg-1.0.yaml", "vpkg-1.1.yaml"]
+    assert main(["apply", spec, "--root", str(new), "--no-verify"]) == 0

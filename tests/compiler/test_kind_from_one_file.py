@@ -3,13 +3,14 @@ in the transforms package and runs through validate, apply, check, drift and una
 with no other file of patchspec touched (the schema and the registry come from its descriptor)."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
 
 from patchspec import spec as spec_module
-from patchspec.cli import main
+from patchspec.cli import kind_docs, main
 from patchspec.compiler import transforms
 from tests.state.toy import toy_root, tree
 
@@ -59,6 +60,15 @@ def throwaway_kind(tmp_path, monkeypatch):
     spec_module.schema.cache_clear()
     yield transforms.KINDS["swap_call"]
     spec_module.schema.cache_clear()
+
+
+def test_a_kind_from_one_file_is_in_the_schema_the_docs_and_verify(throwaway_kind):
+    schema = json.loads(kind_docs.schema_text(kind_docs.SCHEMA.read_text(encoding="utf-8")))
+    assert schema["$defs"]["transform"]["properties"]["swap_call"]["required"] == ["call", "to"]
+    assert throwaway_kind.docs_row in kind_docs.generated()[kind_docs.SPEC_LANGUAGE]
+    code_lines = next(row for row in kind_docs.verify_table().splitlines() if row.startswith("| `CODE_LINES`"))
+    assert "guard, swap_call |" in code_lines    # checked by its lines, the default of Kind.live
+    assert all(kind_docs.generated()[path] != path.read_text(encoding="utf-8") for path in kind_docs.generated())
 
 
 def test_a_kind_from_one_file_runs_through_every_verb(throwaway_kind, tmp_path, capsys):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from patchspec.cli import kind_docs
 from patchspec.compiler.edits import Status
 from patchspec.compiler.transforms import CLASS_KINDS, KINDS, docs_table, transform_schema
 from patchspec.spec import schema, schema_text
@@ -53,3 +54,10 @@ def test_the_spec_language_example_marks_every_key_the_schema_requires():
     example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
     lines = {line.split(":", 1)[0]: line for line in example.splitlines() if line[:1].isalpha()}
     assert {key: "# required" in lines.get(key, "") for key in required} == dict.fromkeys(required, True)
+
+
+def test_the_kinds_docs_rows_and_schema_are_what_the_descriptors_make():
+    """One command (``python -m patchspec.cli.kind_docs``) writes them; before, docs/verify.md's table of
+    live checks was written by hand."""
+    stale = [str(path) for path, text in kind_docs.generated().items() if path.read_text(encoding="utf-8") != text]
+    assert stale == [], "regenerate: python -m patchspec.cli.kind_docs"

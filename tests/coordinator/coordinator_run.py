@@ -25,6 +25,7 @@ import torch
 from packaging import version
 
 from vllm.distributed import parallel_state as ps
+from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.gpu_worker import AsyncIntermediateTensors
 
 HIDDEN = 64
@@ -51,8 +52,6 @@ class Runner:
     spec's ``runner-expected-tokens`` target patches, on a stand-in runner object."""
 
     def __init__(self):
-        from vllm.v1.worker.gpu_model_runner import GPUModelRunner
-
         from vllm.config import CompilationConfig, ParallelConfig
 
         self._sync = GPUModelRunner.sync_and_gather_intermediate_tensors
@@ -292,6 +291,12 @@ def worker_steps(stage: int, config) -> dict:
     return out
 
 
+def ready() -> None:
+    """Both stages set up before the first transfer: the transfer's short timeout then bounds a transfer,
+    not how long the other process took to start on a busy machine."""
+    torch.distributed.barrier(group=ps.get_world_group().cpu_group)
+
+
 def worker_main(scenario: str, rank: int, port: str) -> None:
     """The world as vLLM's worker starts it (``init_worker_distributed_environment``, where the spec's
     handshake runs), with a tiny model's config for the layer ranges; ``VLLM_PP_LAYER_PARTITION`` may
@@ -314,6 +319,7 @@ def worker_main(scenario: str, rank: int, port: str) -> None:
         except Exception as e:  # noqa: BLE001 - reported to the test
             out["started"], out["error"] = False, f"{type(e).__name__}: {e}"
         if out["started"] and scenario == "failed_step":
+            ready()
             out.update(worker_steps(rank, config))
     print(json.dumps(out), flush=True)
     os._exit(0)
@@ -332,6 +338,7 @@ def main() -> None:
         ps.initialize_model_parallel(pipeline_model_parallel_size=2, backend="gloo")
     pp = ps.get_pp_group()
     assert pp.world_size == 2 and pp.rank_in_group == rank, (pp.world_size, pp.rank_in_group)
+    ready()
     if scenario in ("injection", "stock"):
         out = {"injection": injection, "stock": stock}[scenario](rank, out_dir)
     else:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -25,32 +27,93 @@ SPEC = HERE.parents[1] / "specs" / "pipeline-transfer.yaml"
 RELEASES = ["0.26.0", "0.30.0"]
 TIMEOUT_S = 3.0  # the transfer's, VLLM_PP_TRANSFER_TIMEOUT_S
 STOCK_WAIT_S = 3 * TIMEOUT_S
-RUN_S = 420.0  # every scenario's processes at once, on a machine that may be busy
+RUN_S = 1800.0  # a safety net: 18 vLLM imports at once, two of them one after the other, on a busy machine
 # scenario -> root; "stock" runs the round trip, the injection and a silent peer on stock vLLM
 SCENARIOS = {"roundtrip": "patched", "silent_then_dead": "patched", "injection": "patched", "stock": "pristine",
-             "failed_step": "patched", "failed_step_stock": "pristine", "partition": "patched"}
+             "failed_step": "patched", "failed_step_stock": "pristine", "partition": "patched",
+             "refused_first": "patched", "refused_first_late_host": "patched"}
 # Per scenario: VLLM_PP_LAYER_PARTITION of each process (two nodes configured differently) for the tiny
-# model's 6 layers.
-PARTITIONS = {"partition": ("4,2", "3,3")}
+# model's 6 layers; "4,4" does not add up to 6.
+PARTITIONS = {"partition": ("4,2", "3,3"), "refused_first": ("4,4", "3,3"), "refused_first_late_host": ("3,3", "4,4")}
+# Scenarios whose stages start one after the other: the first one's rank, and the line it logs when it has
+# refused; the other starts only then.
+SEQUENCED = {"refused_first": 0, "refused_first_late_host": 1}
+REFUSED_LINE = "pipeline start-up refused on rank"
+BAD_SUM = "ValueError: sum(partitions)=8 does not match num_hidden_layers=6."
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the ephemeral range: gloo's listening sockets (every process of every scenario
+    opens some, on ports the kernel picks from that range) can never take it before its stage 0 binds it."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    while True:
+        port = random.randrange(max(1024, low - 16384), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
 
 
 def _start(root: Path, scenario: str, rank: int, port: int, out_dir: Path, model: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(root), "VLLM_LOGGING_LEVEL": "INFO", "GLOO_SOCKET_IFNAME": "lo",
            "VLLM_PP_TRANSFER_TIMEOUT_S": str(TIMEOUT_S), "VLLM_PP_TRANSFER_STATS_EVERY": "2",
-           "STOCK_WAIT_S": str(STOCK_WAIT_S), "TINY_MODEL": str(model)}
+           "VLLM_PP_START_UP_TIMEOUT_S": str(RUN_S), "STOCK_WAIT_S": str(STOCK_WAIT_S),
+           "TINY_MODEL": str(model)}
     env.pop("VLLM_PP_LAYER_PARTITION", None)
     if scenario in PARTITIONS:
         env[f"PARTITION_{rank}"] = PARTITIONS[scenario][rank]
     name = scenario.removesuffix("_stock") if scenario != "stock" else scenario
+    if scenario in SEQUENCED:
+        name = "partition"
     return subprocess.Popen([sys.executable, str(HERE / "coordinator_run.py"), name, str(rank), str(port),
                              str(out_dir)], env=env, cwd=str(HERE), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.STDOUT if scenario in SEQUENCED else subprocess.PIPE, text=True)
+
+
+class _Sequenced:
+    """A scenario whose first stage starts alone and refuses; the other stage starts once the first has
+    logged its refusal (the order of events, whatever the machine's load)."""
+
+    def __init__(self, start, first: int):
+        self.first = first
+        self.logs: dict[int, list[str]] = {0: [], 1: []}
+        self.procs = {first: start(first)}
+        self._start = start
+        self.late_started = threading.Event()
+        self._readers = [threading.Thread(target=self._read, args=(first,), daemon=True)]
+        self._readers[0].start()
+
+    def _read(self, rank: int) -> None:
+        for line in self.procs[rank].stdout:
+            self.logs[rank].append(line)
+            if rank == self.first and not self.late_started.is_set() and REFUSED_LINE in line:
+                other = 1 - rank
+                self.procs[other] = self._start(other)
+                self.late_started.set()
+                reader = threading.Thread(target=self._read, args=(other,), daemon=True)
+                self._readers.append(reader)
+                reader.start()
+
+    def result(self, deadline: float) -> list[dict]:
+        """Each stage's last JSON document (None if it printed none), its exit code and its output."""
+        for rank in (self.first, 1 - self.first):
+            if not self.late_started.wait(max(1.0, deadline - time.monotonic())):
+                break
+            proc = self.procs[rank]
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for reader in self._readers:
+            reader.join(timeout=max(1.0, deadline - time.monotonic()))
+        return [{"json": _last_json("".join(self.logs[rank])), "exit": self.procs[rank].returncode
+                 if rank in self.procs else None, "log": "".join(self.logs[rank])} for rank in (0, 1)]
+
+    def all(self) -> list[subprocess.Popen]:
+        return list(self.procs.values())
 
 
 # A tiny decoder's configuration: the layer ranges come from vLLM's ModelConfig as in a real worker.
@@ -78,27 +141,35 @@ def runs(request, vllm_release, tmp_path_factory):
     model.mkdir()
     (model / "config.json").write_text(json.dumps(TINY_CONFIG))
     procs: dict[str, list[subprocess.Popen]] = {}
+    sequenced: dict[str, _Sequenced] = {}
     try:
         for scenario, kind in SCENARIOS.items():
             out_dir = base / scenario
             out_dir.mkdir()
             port = _free_port()
-            procs[scenario] = [_start(roots[kind], scenario, rank, port, out_dir, model) for rank in (0, 1)]
+
+            def start(rank, scenario=scenario, kind=kind, port=port, out_dir=out_dir):
+                return _start(roots[kind], scenario, rank, port, out_dir, model)
+
+            if scenario in SEQUENCED:
+                sequenced[scenario] = _Sequenced(start, SEQUENCED[scenario])
+            else:
+                procs[scenario] = [start(rank) for rank in (0, 1)]
         deadline = time.monotonic() + RUN_S
-        results = {}
+        results = {scenario: seq.result(deadline) for scenario, seq in sequenced.items()}
         for scenario, pair in procs.items():
-            got = []
+            outputs = {}
             for rank, proc in reversed(list(enumerate(pair))):
                 if scenario == "stock" and rank == 0:
                     proc.kill()  # the silent peer, done once stage 1 has given up on it
                 try:
-                    out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+                    outputs[rank] = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     proc.kill()
-                    out, err = proc.communicate()
-                result = _last_json(out)
-                assert result is not None, f"{scenario} rank {rank} exited {proc.returncode}:\n{err[-3000:]}"
-                got.insert(0, result)
+                    outputs[rank] = proc.communicate()
+            got = [_last_json(outputs[rank][0]) for rank in (0, 1)]
+            assert None not in got, "\n".join(f"{scenario} rank {rank} exited {proc.returncode}:\n"
+                                               f"{outputs[rank][1][-3000:]}" for rank, proc in enumerate(pair))
             results[scenario] = got
         stock = results.pop("stock")
         for part in ("roundtrip", "injection", "silent", "queue"):
@@ -106,7 +177,7 @@ def runs(request, vllm_release, tmp_path_factory):
         results["unpickled_files"] = {s: (base / s / "unpickled").exists() for s in ("injection", "stock")}
         return results
     finally:
-        for pair in procs.values():
+        for pair in [*procs.values(), *(seq.all() for seq in sequenced.values())]:
             for proc in pair:
                 if proc.poll() is None:
                     proc.kill()
@@ -211,3 +282,18 @@ def test_nodes_with_different_partitions_refuse_to_start_stock_starts(runs):
                                 "set the same VLLM_PP_LAYER_PARTITION on every node")
     # the same start-up with one partition passes the handshake (the failed-step scenario ran after it)
     assert all(out["started"] for out in runs["failed_step"])
+
+
+@pytest.mark.parametrize("scenario", sorted(SEQUENCED))
+def test_a_stage_that_refuses_before_the_rendezvous_ends_the_late_one_with_its_error(runs, scenario):
+    """One node's VLLM_PP_LAYER_PARTITION does not add up: that stage refuses before the rendezvous, and the
+    other stage is started only after it has. Whichever of the two serves the rendezvous store, the late
+    stage stops with the refusal's own error, naming the refusing rank (stock: it waits for its peer for
+    torch's 30-minute rendezvous timeout)."""
+    refuser = SEQUENCED[scenario]
+    refused, late = runs[scenario][refuser], runs[scenario][1 - refuser]
+    assert refused["json"] == {"started": False, "error": BAD_SUM}
+    assert refused["exit"] == 0
+    assert late["json"] is None and late["exit"] != 0
+    assert (f"PipelineHandshakeError: pipeline start-up on rank {1 - refuser} ended within {RUN_S:g} s "
+            f"(VLLM_PP_START_UP_TIMEOUT_S): rank {refuser} refused to start: {BAD_SUM}") in late["log"]

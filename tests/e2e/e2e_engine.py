@@ -17,7 +17,7 @@ def run(request: dict) -> dict:
     llm = LLM(
         model=request["model"], skip_tokenizer_init=True, dtype="float32", enforce_eager=True,
         pipeline_parallel_size=request["pp"], distributed_executor_backend="mp",
-        async_scheduling=False, seed=0, max_model_len=512,
+        async_scheduling=request.get("async", False), seed=0, max_model_len=512,
         disable_log_stats=False, enable_logging_iteration_details=True,
     )
     startup_s = time.monotonic() - started

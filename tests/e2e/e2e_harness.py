@@ -101,7 +101,7 @@ def token_prompts(count: int, low: int, high: int, seed: int) -> list[list[int]]
 
 def run_engine(env: Path, model: Path, pp: int, prompts: list[list[int]], max_tokens: int, log: Path,
                scored: list[list[int]] | None = None, partition: str | None = None,
-               count_reads: bool = False, timing: bool = False) -> dict:
+               count_reads: bool = False, timing: bool = False, async_scheduling: bool = False) -> dict:
     """One engine in a subprocess of the venv's python; the result of e2e_engine.py plus, when counted,
     ``reads``: pipeline rank → names of the checkpoint tensors that rank read, and with ``timing``,
     ``timing``: ``[rank, "step" or "forward", start, end]`` of every worker step and model forward."""
@@ -109,7 +109,8 @@ def run_engine(env: Path, model: Path, pp: int, prompts: list[list[int]], max_to
         request, result, reads = Path(tmp) / "request.json", Path(tmp) / "result.json", Path(tmp) / "reads"
         times = Path(tmp) / "timing"
         request.write_text(json.dumps({"model": str(model), "pp": pp, "prompts": prompts,
-                                       "max_tokens": max_tokens, "scored": scored or []}))
+                                       "max_tokens": max_tokens, "scored": scored or [],
+                                       "async": async_scheduling}))
         child = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "PYTHONPATH"))}
         child.update(HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1",
                      VLLM_CPU_OMP_THREADS_BIND="0|1" if pp == 2 else "nobind",

@@ -90,3 +90,28 @@ def test_a_snippet_that_leaves_a_detached_child_is_proven_and_the_child_killed(t
     done = _apply(site, spec)
     assert done.returncode == 0, done.stderr
     assert pidfile.exists() and not _alive(int(pidfile.read_text()))
+
+
+def test_an_interpreter_that_hangs_before_reading_its_request_is_stopped_at_the_timeout(tmp_path):
+    """A ``.pth`` file of the root blocks the interpreter at start-up, before the probe reads its request,
+    and the request is larger than a pipe holds: the write of it must not outlast the timeout either."""
+    fifo = tmp_path / "never"
+    os.mkfifo(fifo)
+    python, site = toy_venv(tmp_path)
+    # it reads a little of the request first: the pipe then has room for less than one more write
+    (site / "hang.pth").write_text(f"import os; os.read(0, 5000); open({str(fifo)!r}).read()\n")
+    code = ("import sys; from pathlib import Path; from patchspec.install import interpreter as i\n"
+            "try:\n"
+            f"    i.ask(i.Interpreter(Path({str(python)!r}), 'test'), Path({str(site)!r}),"
+            " {'find': ['m' * 100] * 5000}, 3)\n"
+            "except i.ProbeError as exc:\n"
+            "    print(exc)\n")
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_GUARD,
+                              env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=str(tmp_path))
+    finally:   # a probe a failed run left blocked on the FIFO reads its end and goes
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:   # no reader left: the probe is gone
+            pass
+    assert done.returncode == 0 and done.stdout.strip().endswith("did not finish within 3s"), done.stderr

@@ -71,7 +71,7 @@ def test_every_recorded_verb_output_meets_the_generated_schema():
     """What every verb printed on the shipped specs (``tests/data/verb_outputs.json``, kept byte for byte by
     test_verb_outputs) is what the records' schema allows, key for key (``additionalProperties: false``)."""
     recorded = json.loads((Path(__file__).parents[1] / "data" / "verb_outputs.json").read_text())
-    documents = [json.loads(forms["json"]["stdout"]) for forms in recorded.values()]
+    documents = [json.loads(forms["json"]["stdout"]) for forms in recorded.values() if "json" in forms]  # demo: lines
     for document in documents:
         jsonschema.validate(document, output_schema.schema())
     seen = {r["type"] for d in documents for r in d["results"]}

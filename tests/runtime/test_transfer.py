@@ -6,6 +6,7 @@ process is joined, or killed, before the session returns.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import queue
@@ -594,7 +595,14 @@ def _handshakes(stage, pp_group, tp_group):
         "model": ((0, 3, 6), (4, 8, 8)),
         "build": ((0, 3, 6), (3, 6, 6)),
         "version": ((0, 3, 6), (3, 6, 6)),
+        "max_num_seqs": ((0, 3, 6), (3, 6, 6)),
+        "bucketing": ((0, 3, 6), (3, 6, 6)),
+        "timeout": ((0, 3, 6), (3, 6, 6)),
     }
+    # what start_up_settings gives on each node: one setting different per case, on stage 1
+    base = {"--max-num-seqs": 64, "--block-size": 128, "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": 300}
+    different = {"max_num_seqs": {"--max-num-seqs": 128}, "bucketing": {"VLLM_PROMPT_SEQ_BUCKET_MAX": "1024"},
+                 "timeout": {"VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": 750}}
     out = {}
     for name, layers in cases.items():
         group = dist.new_group([0, 1])
@@ -603,8 +611,9 @@ def _handshakes(stage, pp_group, tp_group):
             hs.build_id = lambda: 0x5EED  # another build of the fix
         if stage == 1 and name == "version":
             hs.VERSION = wire.VERSION - 1  # a node still on the previous wire format
+        settings = {**base, **(different.get(name, {}) if stage == 1 else {})}
         try:
-            hs.handshake(group, 1, layers[stage], timeout_s=20)
+            hs.handshake(group, 1, layers[stage], timeout_s=20, settings=settings)
             out[name] = "ok"
         except PipelineHandshakeError as e:
             out[name] = str(e)
@@ -627,6 +636,31 @@ def test_handshake_refuses_different_partitions_builds_and_versions_on_both_stag
         assert out["build"] == head + (f"build {mine:x} here, {theirs:x} there; apply the same build of the "
                                        "fix on every node")
         assert out["version"].startswith(head + "wire version ")
+        for name, setting, here, there in (("max_num_seqs", "--max-num-seqs", 64, 128),
+                                           ("bucketing", "VLLM_PROMPT_SEQ_BUCKET_MAX", "unset", "1024"),
+                                           ("timeout", "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", 300, 750)):
+            if stage == 1:
+                here, there = there, here
+            assert out[name] == head + f"{setting} {here} here, {there} there; give every node the same {setting}"
+
+
+def test_build_covers_every_file_the_state_record_names(tmp_path):
+    """A spec applied on one node only changes a patched file of vLLM, not the snippet package: the build
+    digest reads the root's state record and differs; a record naming a path outside the root is not
+    followed."""
+    root = tmp_path / "root"
+    (root / ".patchspec").mkdir(parents=True)
+    (root / "vllm").mkdir()
+    (root / "vllm" / "sched.py").write_text("order = 'fifo'\n")
+    (tmp_path / "outside.py").write_text("secret\n")
+    record = {"files": {"vllm/sched.py": {}, "../outside.py": {}}}
+    (root / ".patchspec" / "state.json").write_text(json.dumps(record))
+    first = handshake._patched_files(root)
+    (root / "vllm" / "sched.py").write_text("order = 'lifo'\n")
+    assert first == [("vllm/sched.py", b"order = 'fifo'\n")]
+    assert handshake._patched_files(root) == [("vllm/sched.py", b"order = 'lifo'\n")]
+    (root / ".patchspec" / "state.json").write_text("{not json")
+    assert handshake._patched_files(root) == []
 
 
 # ----------------------------------------------------------------------------- no device-wide sync (issue 22, 4)

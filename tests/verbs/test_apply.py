@@ -147,14 +147,17 @@ def test_concurrent_cli_applies_one_patches_other_sees_applied(release_root):
 
 
 def test_check_finds_a_partial_apply_without_state(release_root, capsys):
-    """Marked lines in a file the state record does not list: someone copied patched files by hand."""
+    """Marked lines in a file the state record does not list: someone copied patched files by hand. check
+    refuses it as apply does (exit 2, one line), saying how to get the pristine file back."""
     root, release = release_root
     writing.apply(DEMO, release, str(root))
     patched = (root / "vllm/sequence.py").read_bytes()
     writing.unapply(DEMO, str(root))
     (root / "vllm/sequence.py").write_bytes(patched)
-    assert main(["check", DEMO, "--release", release, "--root", str(root)]) == 4
-    assert "partial: vllm/sequence.py carries '# patchspec: demo'" in capsys.readouterr().out
+    assert main(["check", DEMO, "--release", release, "--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "vllm/sequence.py: carries a patchspec marker but no state record lists it" in err
+    assert "reinstall the package" in err
 
 
 def test_diff_colour_on_request_and_validate(release_root, capsys):

@@ -181,3 +181,40 @@ def test_another_module_of_the_package_binding_the_accelerator_is_named_too(tmp_
     err = capsys.readouterr().err
     assert (f"vpkg.util.escape is vpkg._speedups.escape (compiled: {so}): a patch of _native.escape does not run "
             "for callers of vpkg.util.escape") in err
+
+
+ALIASED = '''def python_escape(s):
+    return "native:" + str(s)
+
+
+try:
+    from vpkg._speedups import escape
+except ImportError:
+    escape = python_escape
+'''
+
+ALIASED_SPEC = SPEC.replace("function: escape", "function: python_escape")
+
+
+@pytest.mark.parametrize("speedups", [True, False])
+def test_a_fallback_bound_under_another_name_of_the_module_is_not_live_when_the_accelerator_is(
+        tmp_path, capsys, speedups):
+    """pyrsistent's shape (docs/trials.md, class 1): ``_pvector.py`` binds ``pvector = python_pvector``
+    only where ``from pvectorc import pvector`` fails. Before: a wrap of ``python_pvector`` was "verified:
+    1 live" while every caller of ``vpkg.escape`` ran the C function; without the accelerator it runs."""
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": "from ._native import escape\n", "vpkg/_native.py": ALIASED,
+                   "vpkg/md.py": MD})
+    so = build_extension(site / "vpkg", "vpkg._speedups", {"escape": "speedups:"}) if speedups else None
+    spec = write_spec(tmp_path / "spec", ALIASED_SPEC, SNIPPET)
+    before = tree(site)
+    if speedups:
+        assert main(["apply", spec, "--root", str(site)]) == 2
+        err = capsys.readouterr().err
+        assert (f"vpkg._native.escape is vpkg._speedups.escape (compiled: {so}), and escape is bound to "
+                "python_escape only in a fallback branch: a patch of _native.python_escape does not run for "
+                "callers of vpkg._native.escape") in err and "--no-verify" not in err
+        assert tree(site) == before
+    else:
+        assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+        assert run(python, code="import vpkg; print(vpkg.escape('x'))") == ["HOOK python_escape", "native:x"]

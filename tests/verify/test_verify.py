@@ -115,6 +115,22 @@ def test_an_import_that_fails_in_the_spec_own_code_is_not_live(tmp_path, capsys)
     assert "failed in the spec's code: RuntimeError: snippet broke" in err and "the change was undone" in err
 
 
+def test_the_status_advice_for_a_plain_directory_is_a_command_that_proves_it(tmp_path, capsys):
+    """A ``pip install --target`` root applied without ``--python``: the command status advises names the
+    interpreter it needs, so running it as written (PYTHON filled in) proves the spec, not refuses it."""
+    root = tmp_path / "tree"
+    install(root, {"vpkg/__init__.py": "", "vpkg/mod.py": MOD})
+    spec = write_spec(tmp_path / "spec")
+    assert main(["apply", spec, "--root", str(root)]) == 0
+    capsys.readouterr()
+    assert main(["status", "--root", str(root)]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "unverified:" in x]
+    advised = line.split("`")[1].split()
+    assert advised[:2] == ["patchspec", "verify"] and "PYTHON" in advised, line
+    assert main([sys.executable if word == "PYTHON" else word for word in advised[1:]]) == 0
+    assert "7 live, 0 shown statically, 0 not live" in capsys.readouterr().out
+
+
 @pytest.mark.skipif(not PY39.exists(), reason=f"no Python 3.9 at {PY39}")
 def test_verify_a_plain_directory_with_python_3_9(tmp_path, capsys):
     """A plain directory names no interpreter: verify says so in one line, and ``--python`` runs the

@@ -1,6 +1,7 @@
 """Async scheduling at pipeline size 2 is settled when vLLM's real ``VllmConfig`` (0.26.0 and 0.30.0) is
-built, before ``__post_init__`` resolves an unset flag to on: unset becomes off with one log line, an
-explicit ``--async-scheduling`` is refused in one line naming the flag, and size 1 is left alone."""
+built, before ``__post_init__`` resolves an unset flag to on: on HPU unset becomes off with one log line
+and an explicit ``--async-scheduling`` is refused in one line naming the platform; vLLM's own runners (CPU
+here) and size 1 are left as stock resolves them."""
 from __future__ import annotations
 
 import json
@@ -13,40 +14,47 @@ CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_
           "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4,
           "num_hidden_layers": 4, "vocab_size": 1000, "max_position_embeddings": 512,
           "torch_dtype": "float32", "rms_norm_eps": 1e-6}
-# (pipeline size, --async-scheduling given as)
-CASES = [(2, None), (2, True), (2, False), (1, None), (1, True)]
-WHY = "pipeline_parallel_size=2: async scheduling off, the non-last stages take the sampled tokens from the scheduler"
-REFUSAL = ("NotImplementedError: --async-scheduling does not work with pipeline_parallel_size=2 here (the "
-           "non-last stages take the sampled tokens from the scheduler): drop it or pass --no-async-scheduling")
+# (pipeline size, --async-scheduling given as, device)
+CASES = [(2, None, "cpu"), (2, True, "cpu"), (2, False, "cpu"), (1, None, "cpu"), (1, True, "cpu"),
+         (2, None, "hpu"), (2, True, "hpu"), (1, True, "hpu")]
+WHY = ("pipeline_parallel_size=2: async scheduling off on HPU, the non-last stages take the sampled tokens "
+       "from the scheduler")
+REFUSAL = ("NotImplementedError: --async-scheduling does not work with pipeline_parallel_size=2 on HPU (the "
+           "HPU runner's non-last stages take the sampled tokens from the scheduler): drop it or pass "
+           "--no-async-scheduling")
 
 
 @pytest.fixture(scope="module", params=RELEASES)
 def outcomes(request, vllm_roots, tmp_path_factory):
     model = tmp_path_factory.mktemp("llama")
     (model / "config.json").write_text(json.dumps(CONFIG))
-    cases = json.dumps([{"model": str(model), "pp": pp, "partition": None, "async": flag} for pp, flag in CASES])
+    cases = json.dumps([{"model": str(model), "pp": pp, "partition": None, "async": flag, "device": device}
+                        for pp, flag, device in CASES])
     procs = [start(root, "config_run.py", cases) for root in vllm_roots(request.param)]
     return dict(zip(CASES, zip(*(result(p) for p in procs))))
 
 
 def test_stock_turns_async_scheduling_on_at_size_2_unless_told_not_to(outcomes):
     stock = {case: got for case, (got, _) in outcomes.items()}
-    assert stock[(2, None)] == {"async": True, "log": []}
-    assert stock[(2, True)] == {"async": True, "log": []}
+    assert stock[(2, None, "cpu")] == {"async": True, "log": []}
+    assert stock[(2, True, "cpu")] == {"async": True, "log": []}
 
 
-def test_patched_turns_it_off_at_size_2_with_one_line_saying_why(outcomes):
-    _, patched = outcomes[(2, None)]
+def test_patched_turns_it_off_at_size_2_on_hpu_with_one_line_saying_why(outcomes):
+    _, patched = outcomes[(2, None, "hpu")]
     assert patched == {"async": False, "log": [WHY]}
 
 
-def test_patched_refuses_an_explicit_request_at_config_time(outcomes):
-    _, patched = outcomes[(2, True)]
+def test_patched_refuses_an_explicit_request_on_hpu_at_config_time_naming_the_platform(outcomes):
+    _, patched = outcomes[(2, True, "hpu")]
     assert patched == REFUSAL
 
 
-@pytest.mark.parametrize("case", [(2, False), (1, None), (1, True)])
-def test_patched_leaves_the_rest_as_stock_resolves_it(outcomes, case):
+@pytest.mark.parametrize("case", [(2, None, "cpu"), (2, True, "cpu"), (2, False, "cpu"), (1, None, "cpu"),
+                                  (1, True, "cpu"), (1, True, "hpu")])
+def test_patched_leaves_vllm_s_own_runners_and_size_1_as_stock_resolves_them(outcomes, case):
+    """Async scheduling at size 2 on the CPU engine is built, not refused (before: off, or refused)."""
     stock, patched = outcomes[case]
     assert patched == stock
-    assert stock["async"] is (case != (2, False))
+    if case[2] == "cpu":
+        assert stock["async"] is (case[1] is not False)

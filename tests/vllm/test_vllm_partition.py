@@ -4,11 +4,12 @@ names a partition it then accepts."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from transformers import PretrainedConfig
 
-from patchspec.runtime_snippets.pipeline_parallel.partition import RULES, valid_partition
+from patchspec.runtime_snippets.pipeline_parallel.partition import RULES, refuse_split_shared_state, valid_partition
 from vllm_runs import RELEASES, result, start
 
 # Eight layers, IndexCache every 2nd layer after an offset of 2: layers 2, 4, 6 reuse the indexer.
@@ -75,3 +76,27 @@ def test_valid_partition_is_as_even_as_the_shared_layers_allow(layers, pp, share
     if got is not None:
         starts = [sum(got[:k]) for k in range(1, pp)]
         assert sum(got) == layers and min(got) >= 1 and not shared.intersection(starts)
+
+
+# GLM-5.3's layout as the design splits it: 78 decoder layers, IndexCache every 4th layer after the default
+# offset of 2; the design runs layers 0-41 on node 0 and 42-77 on node 1.
+GLM = PretrainedConfig(model_type="glm_moe_dsa", num_hidden_layers=78, index_topk=2048, index_topk_freq=4)
+
+
+def test_glm_layout_marks_layer_42_shared_and_the_suggestion_starts_on_a_full_indexer():
+    """vLLM's formula (``deepseek_v2.py``: ``max(layer - offset + 1, 0) % freq != 0``) on GLM-5.3's layout: the
+    design's 42/36 split starts stage 1 on a shared layer where the indexer runs; the partition the refusal
+    names starts it on layer 37, which runs a full indexer."""
+    shared = [layer for layer in range(78) if RULES["index_topk"](GLM, layer)]
+    assert 42 in shared and 41 not in shared and 37 not in shared
+    assert len(shared) == 78 - len(range(1, 78, 4)) - 1
+    assert valid_partition(78, 2, lambda layer: RULES["index_topk"](GLM, layer)) == [37, 41]
+
+
+def test_on_hpu_the_design_split_is_served():
+    """vllm-gaudi runs DSA layers as dense MLA and never calls the indexer: nothing is shared, so the
+    design's 42/36 split of GLM-5.3 is served on HPU (where the indexer runs, the release tests above show
+    the refusal)."""
+    model = SimpleNamespace(hf_text_config=GLM, is_multimodal_model=False)
+    parallel = SimpleNamespace(pipeline_parallel_size=2)
+    assert refuse_split_shared_state(model, parallel, {"glm_moe_dsa": "index_topk"}, device_type="hpu") is None

@@ -36,4 +36,5 @@ def _unbinds(params: dict[str, str]) -> Binds:
 
 REMOVE = Kind("remove", "the one statement matching `statement` is removed; a marker comment line stays in its "
               "place (a marked `pass` when it was its block's only statement)", {"statement": Key.REWRITE_PATTERN},
-              remove, actions=(REMOVED,), rewrites=True, binds=_unbinds, rank=9, any_definition=True)
+              remove, actions=(REMOVED,), rewrites=True, binds=_unbinds, rank=9, any_definition=True,
+              live_cases=(("code_lines", "remove"), ("binding", "remove of such a statement")))

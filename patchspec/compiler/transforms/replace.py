@@ -71,4 +71,5 @@ REPLACE = Kind("replace", "the one expression or statement matching `pattern` (m
                "becomes `by` (an expression for an expression; one or more statements for a statement), "
                "what the metavariables bound written back", {"pattern": Key.REWRITE_PATTERN, "by": Key.REPLACEMENT},
                replace, actions=(EXPRESSION, STATEMENT, MARK), rewrites=True, binds=_binds, rank=8,
-               any_definition=True)
+               any_definition=True, live_cases=(("code_lines", "replace"), (
+                   "binding", "replace of the target's own module- or class-level statement (`Resolved.binding`)")))

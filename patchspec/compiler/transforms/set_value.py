@@ -92,4 +92,5 @@ SET = Kind("set", "a new value for an existing binding: the target's own assignm
            "name), with `parameter` that parameter's default, with `name` the one assignment of that name in "
            "the target", {"value": Key.EXPRESSION, "parameter": Key.IDENTIFIER, "name": Key.IDENTIFIER},
            set_value, optional=frozenset({"parameter", "name"}), rewrites=True, any_definition=True, rank=10,
-           live=Live.BINDING)
+           live=Live.BINDING, live_cases=(("code_lines", "set with `name`"), ("default", "set with `parameter`"),
+                                          ("binding", "set of a module- or class-level name")))

@@ -2,11 +2,13 @@
 """Async scheduling is decided when the configuration is built, not when a worker
 starts.
 
-A non-last stage takes the tokens the last stage sampled from the scheduler's next step;
-under async scheduling the scheduler does not send them. vLLM 0.30 turns async
-scheduling on whenever the user left it unset, so ``VllmConfig.__post_init__`` calls
-this just before it resolves the setting: unset becomes off with one log line, an
-explicit request is refused with one line naming the flag.
+vLLM's own runners (CPU, CUDA) run async scheduling at pipeline size > 1: the last
+stage broadcasts the sampled tokens to the others over the pipeline group's device
+group, beside the stage-to-stage transfer, and ``AsyncScheduler`` keeps ``pp`` steps
+in flight (the microbatch cap stays off under it). The HPU runner's non-last stages
+take the sampled tokens from the scheduler's next step, which async scheduling does not
+send: on HPU, vLLM 0.30's unset setting (which it turns on) becomes off with one log
+line and an explicit request is refused in one line naming the platform.
 """
 
 from __future__ import annotations
@@ -24,23 +26,24 @@ logger = get_logger(__name__)
 
 
 def async_scheduling_off_for_pipeline(vllm_config: VllmConfig) -> None:
-    """At pipeline size > 1: unset async scheduling becomes off; on is refused
+    """At pipeline size > 1 on HPU: unset async scheduling becomes off; on is refused
     (NotImplementedError, like vLLM's own start-up checks: pydantic would turn a
-    ValueError into a many-line report)."""
+    ValueError into a many-line report). Elsewhere vLLM resolves it as it does."""
     pp = vllm_config.parallel_config.pipeline_parallel_size
     scheduler_config = vllm_config.scheduler_config
-    if pp == 1 or scheduler_config.async_scheduling is False:
+    device = vllm_config.device_config.device_type
+    if pp == 1 or device != "hpu" or scheduler_config.async_scheduling is False:
         return
     if scheduler_config.async_scheduling is None:
         logger.info(
-            "pipeline_parallel_size=%d: async scheduling off, the non-last stages "
-            "take the sampled tokens from the scheduler",
+            "pipeline_parallel_size=%d: async scheduling off on HPU, the non-last "
+            "stages take the sampled tokens from the scheduler",
             pp,
         )
         scheduler_config.async_scheduling = False
         return
     raise NotImplementedError(
-        f"--async-scheduling does not work with pipeline_parallel_size={pp} here (the "
-        "non-last stages take the sampled tokens from the scheduler): drop it or pass "
-        "--no-async-scheduling"
+        f"--async-scheduling does not work with pipeline_parallel_size={pp} on HPU (the "
+        "HPU runner's non-last stages take the sampled tokens from the scheduler): drop "
+        "it or pass --no-async-scheduling"
     )

@@ -40,8 +40,6 @@ carries whole token-major tensors only) take vLLM's own path.
 from __future__ import annotations
 
 import functools
-import os
-import signal
 import threading
 from datetime import timedelta
 from typing import Any
@@ -50,9 +48,9 @@ import torch
 import torch.distributed as dist
 
 from . import envs
-from ._logging import get_logger
 from .errors import PipelinePeerError
 from .handshake import stage_layers
+from .stopping import stop_worker
 from .transfer import StageTransfer, in_step
 
 __all__ = [
@@ -63,14 +61,9 @@ __all__ = [
     "routed_isend_tensor_dict",
 ]
 
-logger = get_logger(__name__)
-
 # Never sent on: a receive posted on it ends only when the peer's connection does.
 _WATCH_TAG = 0x5051
 _WATCH_FOREVER = timedelta(days=30)
-_EXIT_GRACE_S = (
-    10.0  # after SIGTERM, how long the worker may take to exit before it is ended
-)
 
 
 class _Watch:
@@ -96,20 +89,12 @@ class _Watch:
             self._work.wait(_WATCH_FOREVER)
         except RuntimeError as e:
             if not self.closing:
-                _stop_worker(
+                stop_worker(
                     PipelinePeerError(
                         f"pipeline transfer: pipeline stage {self._next_stage} is gone "
                         f"(its connection closed): {e}"
                     )
                 )
-
-
-def _stop_worker(error: PipelinePeerError) -> None:
-    """Log ``error`` and end this process: SIGTERM first (vLLM's worker exits cleanly on
-    it), then for good."""
-    logger.error("%s: %s; stopping this worker", type(error).__name__, error)
-    threading.Timer(_EXIT_GRACE_S, os._exit, args=(1,)).start()
-    os.kill(os.getpid(), signal.SIGTERM)
 
 
 class _Link:

@@ -42,6 +42,12 @@ environment_variables: dict[str, Callable[[], Any]] = {
     # (240 s at vLLM's default). First-forward graph compiles of the previous stage need
     # more: raise VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS and this follows (docs/serving.md).
     "VLLM_HPU_PP_TIMEOUT_S": lambda: _transfer_timeout_s("VLLM_HPU_PP_TIMEOUT_S"),
+    # Seconds a worker's start-up at pipeline size > 1 (rendezvous, groups, handshake)
+    # may take before it stops, naming what it waited for: the nodes must start within
+    # it of each other. A refusal on another rank stops it at once (rendezvous.py).
+    "VLLM_PP_START_UP_TIMEOUT_S": lambda: float(
+        os.getenv("VLLM_PP_START_UP_TIMEOUT_S", "600")
+    ),
     # Payloads of at least this many bytes are split across the tensor-parallel ranks.
     "VLLM_HPU_PP_SPLIT_BYTES": lambda: int(
         os.getenv("VLLM_HPU_PP_SPLIT_BYTES", str(1 << 20))

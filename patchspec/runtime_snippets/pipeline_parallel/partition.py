@@ -7,7 +7,9 @@ positions of the last layer that ran a full indexer. That state never crosses a 
 boundary, so a stage starting on a shared layer would read nothing. The spec declares
 which model families share state and how their config says so
 (``ModelConfig.verify_with_parallel_config`` passes them here); this refuses such a
-partition with one line naming the layer and a partition that works.
+partition with one line naming the layer and a partition that works. Only where the
+indexer runs: vllm-gaudi runs DSA layers as dense MLA and never calls it (v0.26.0
+``attention/oot_mla.py``, main ``platform.py``), so on HPU every partition is served.
 """
 
 from __future__ import annotations
@@ -44,19 +46,33 @@ def _indexer_types_shared(config: PretrainedConfig, layer: int) -> bool:
 RULES = {"index_topk": _index_topk_shared, "indexer_types": _indexer_types_shared}
 
 
+# Devices whose attention backends run DSA layers without their indexer.
+_DENSE_DSA_DEVICES = frozenset({"hpu"})
+
+
 def refuse_split_shared_state(
-    model_config: ModelConfig, parallel_config: ParallelConfig, families: dict[str, str]
+    model_config: ModelConfig,
+    parallel_config: ParallelConfig,
+    families: dict[str, str],
+    device_type: str | None = None,
 ) -> None:
     """Refuse a partition where a stage of this text-only model would start on a
     state-reusing layer.
 
-    ``families`` maps a config ``model_type`` to the name of its rule in ``RULES``.
+    ``families`` maps a config ``model_type`` to the name of its rule in ``RULES``;
+    ``device_type``: the platform's (vLLM's ``current_platform``) unless given.
     NotImplementedError, like vLLM's own check beside the call: pydantic would wrap a
     ValueError into a many-line report."""
     pp = parallel_config.pipeline_parallel_size
     config = model_config.hf_text_config
     rule = families.get(getattr(config, "model_type", None))
     if pp == 1 or rule is None or model_config.is_multimodal_model:
+        return
+    if device_type is None:
+        from vllm.platforms import current_platform
+
+        device_type = current_platform.device_type
+    if device_type in _DENSE_DSA_DEVICES:
         return
     from vllm.distributed.utils import get_pp_indices
 
