@@ -229,3 +229,15 @@ def test_init_warns_statically_of_a_fallback_bound_under_another_name(tmp_path, 
     assert ("warning: vpkg/_native.py:6: escape is bound in try by `from vpkg._speedups import escape`, and to "
             "python_escape only in except ImportError (line 8): when the import runs, callers of escape do not "
             "reach python_escape") in capsys.readouterr().out
+
+
+def test_init_on_a_name_every_branch_binds_without_a_definition_points_to_the_one_they_bind(tmp_path, capsys):
+    """Before: "... choose one with `branch:`", which init cannot take and no branch could satisfy."""
+    site = tmp_path / "site"
+    install(site, {"vpkg/__init__.py": "from ._native import escape\n", "vpkg/_native.py": ALIASED})
+    assert main(["init", "toy-fix", "--root", str(site), "--target", "vpkg/_native.py:escape",
+                 "--dir", str(tmp_path / "fix")]) == 2
+    err = capsys.readouterr().err
+    assert "none of them is a definition: target the definition they bind, python_escape" in err, err
+    assert "branch:" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "fix").exists()
