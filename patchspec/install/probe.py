@@ -109,12 +109,9 @@ def _prove(modules, snippet_dir, snippet_module):
             if stale or instead:
                 rows[check["id"]] = instead or _not_live(stale)
                 continue
-            try:
-                rows[check["id"]] = HOW[check["how"]](module, check, fresh, snippet_dir)
-                if rows[check["id"]]["live"] and check["how"] in CALLED:
-                    rows[check["id"]] = _callers(module, check, rows[check["id"]])
-            except Exception as exc:  # noqa: BLE001 - a live object may raise on attribute access
-                rows[check["id"]] = _not_live("reaching it raised %s: %s" % (type(exc).__name__, exc))
+            rows[check["id"]] = _show(module, check, fresh, snippet_dir)
+            if not rows[check["id"]]["live"] and check["how"] in CALLED:
+                rows[check["id"]] = _another_name(module, check, fresh, snippet_dir) or rows[check["id"]]
     if snippet_module:
         try:
             importlib.import_module(snippet_module)
@@ -127,6 +124,32 @@ def _prove(modules, snippet_dir, snippet_module):
 
 
 COMPILED = (".so", ".pyd")
+
+
+def _show(module, check, fresh, snippet_dir):
+    """One check's row, followed to the callers of a definition callers reach by its name."""
+    try:
+        row = HOW[check["how"]](module, check, fresh, snippet_dir)
+        return _callers(module, check, row) if row["live"] and check["how"] in CALLED else row
+    except Exception as exc:  # noqa: BLE001 - a live object may raise on attribute access
+        return _not_live("reaching it raised %s: %s" % (type(exc).__name__, exc))
+
+
+def _another_name(module, check, fresh, snippet_dir):
+    """The module rebinds the target's name (frozenlist's ``FrozenList = CFrozenList`` in an ``else:``)
+    while another public name of it still holds the definition (``PyFrozenList``): live for the callers
+    of that name, and said whom the callers of the target's own name reach."""
+    top, _, rest = check["function"].partition(".")
+    own = vars(module).get(top)
+    for name, value in sorted(vars(module).items()):
+        if name == top or name.startswith("_") or value is own or getattr(value, "__qualname__", None) != top:
+            continue
+        other = dict(check, function=name + ("." + rest if rest else ""), qualname=check["function"])
+        row = _show(module, other, fresh, snippet_dir)
+        if row["live"]:
+            return dict(row, why="%s; callers of %s.%s reach %s instead, which the patch does not change"
+                        % (row["why"], module.__name__, top, _whose(own)))
+    return None
 
 
 def _imported_instead(module, path):
@@ -177,8 +200,13 @@ def _callers(module, check, shown):
         if not (ours and _compiled(other)):   # Python code of its own (a function, a partial), another package's
             elsewhere += ["callers of %s reach %s instead" % (public, _whose(other))] if name in above else []
             continue
-        return {"live": False, "dead": True, "why": "%s is %s: a patch of %s does not run for callers of %s; %s"
-                % (public, _whose(other), mine, public, _advice(other))}
+        if not _public(module, top):   # the pure module is not what callers reach (markupsafe's _native)
+            return {"live": False, "dead": True, "why": "%s is %s: a patch of %s does not run for callers of %s; "
+                    "%s" % (public, _whose(other), mine, public, _advice(other))}
+        own = "%s.%s" % (module.__name__, top)
+        reached += [] if own in reached else [own]
+        elsewhere += ["callers of %s reach %s instead: a patch of %s does not run for them"
+                      % (public, _whose(other), mine)]
     if not reached:
         dead = _fallback_alias(module, top, patched, mine="%s.%s" % (parts[-1], check["function"]))
         if dead:
@@ -188,6 +216,16 @@ def _callers(module, check, shown):
     if elsewhere:
         shown = dict(shown, why="%s; %s" % (shown["why"], "; ".join(elsewhere)))
     return shown
+
+
+def _public(module, top):
+    """Callers reach ``module.top`` by public names: every part of its dotted name is public and the
+    module is bound on its package (msgpack's ``msgpack.fallback.Packer``, beside the Cython
+    ``msgpack.Packer``)."""
+    parts = module.__name__.split(".")
+    if any(p.startswith("_") for p in parts + [top]):
+        return False
+    return len(parts) == 1 or vars(sys.modules.get(".".join(parts[:-1]), types)).get(parts[-1]) is module
 
 
 def _fallback_alias(module, top, patched, mine):
@@ -260,6 +298,8 @@ def _whose(obj):
     source = getattr(sys.modules.get(getattr(obj, "__module__", None) or ""), "__file__", None) or ""
     if source.endswith(COMPILED):
         return "%s (compiled: %s)" % (name, source)
+    if source.endswith(".py"):   # a Python class: code of its own, no C
+        return "%s (%s)" % (name, source)
     return "%s (built-in)" % name
 
 
@@ -557,7 +597,7 @@ def _defined_here(cls, module, check):
     """``cls`` is the class the patched file defines at ``check["function"]``: its qualified name, and its
     module's name, or (a package may reassign ``__module__``: httpx sets ``"httpx"``) a function of its own
     namespace whose code is the patched file's."""
-    if cls.__qualname__ != check["function"]:
+    if cls.__qualname__ != check.get("qualname", check["function"]):
         return False
     if cls.__module__ == module.__name__:
         return True

@@ -241,3 +241,81 @@ def test_init_on_a_name_every_branch_binds_without_a_definition_points_to_the_on
     assert "none of them is a definition: target the definition they bind, python_escape" in err, err
     assert "branch:" not in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "fix").exists()
+
+
+PUBLIC_INIT = '''from . import fallback
+try:
+    from ._speedups import escape
+except ImportError:
+    from .fallback import escape
+'''
+
+PUBLIC_SPEC = SPEC.replace("vpkg/_native.py", "vpkg/fallback.py")
+
+
+def test_a_public_pure_module_beside_the_accelerator_is_live_for_its_callers_and_names_the_package_name(
+        tmp_path, capsys):
+    """msgpack's shape (docs/corpus.md class 1): ``msgpack.Packer`` is the Cython class, and the pure
+    ``msgpack.fallback.Packer`` is public, called by name. Before: apply undid the wrap of
+    ``fallback.escape`` ("vpkg.escape is vpkg._speedups.escape ... no source patch reaches it") though
+    callers of ``vpkg.fallback.escape`` run it."""
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": PUBLIC_INIT, "vpkg/fallback.py": NATIVE, "vpkg/md.py": MD})
+    so = build_extension(site / "vpkg", "vpkg._speedups", {"escape": "speedups:"})
+    spec = write_spec(tmp_path / "spec", PUBLIC_SPEC, SNIPPET)
+    assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site)]) == 0
+    out = capsys.readouterr().out
+    assert "callers of vpkg.fallback.escape reach it" in out, out
+    assert (f"callers of vpkg.escape reach vpkg._speedups.escape (compiled: {so}) instead: a patch of "
+            "fallback.escape does not run for them") in out
+    code = "import vpkg; print(vpkg.fallback.escape('x')); print(vpkg.escape('y'))"
+    assert run(python, code=code) == ["HOOK escape", "native:x", "speedups:y"]
+
+
+REBOUND_INIT = '''def escape(s):
+    return "pure:" + str(s)
+
+
+py_escape = escape
+try:
+    from ._speedups import escape as c_escape
+except ImportError:
+    pass
+else:
+    escape = c_escape
+'''
+
+REBOUND_SPEC = '''spec: 1
+name: vtoy
+summary: A hook in the pure escape, rebound to the C one.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: escape
+    file: vpkg/__init__.py
+    function: escape
+    branch: top level
+    transforms:
+      - insert_before: {anchor: 'return "pure:" + str(s)', code: "print('HOOK pure')"}
+      - wrap: {with: traced}
+'''
+
+
+def test_a_definition_the_module_rebinds_is_live_for_the_public_name_that_still_holds_it(tmp_path, capsys):
+    """frozenlist's shape (docs/corpus.md class 8): ``FrozenList = CFrozenList`` in an ``else:``, while
+    ``PyFrozenList`` keeps the pure class. Before: both transforms were undone ("the live escape does not
+    lead to the definition") though callers of ``vpkg.py_escape`` run them."""
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": REBOUND_INIT})
+    so = build_extension(site / "vpkg", "vpkg._speedups", {"escape": "speedups:"})
+    spec = write_spec(tmp_path / "spec", REBOUND_SPEC, SNIPPET)
+    assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site)]) == 0
+    out = capsys.readouterr().out
+    assert out.count(f"callers of vpkg.escape reach vpkg._speedups.escape (compiled: {so}) instead, which the "
+                     "patch does not change") == 2, out
+    assert "the live vpkg.py_escape" in out
+    code = "import vpkg; print(vpkg.py_escape('x')); print(vpkg.escape('y'))"
+    assert run(python, code=code) == ["HOOK escape", "HOOK pure", "pure:x", "speedups:y"]
