@@ -428,9 +428,16 @@ def _original(fn):
 
 
 def _chain(obj):
+    """``obj`` and what it wraps: through ``__wrapped__``, or the ``func`` a wrapper object keeps
+    (``functools.partial``, toolz's ``curry``; a class's own ``func`` is a member, not what it wraps)."""
     out = [obj]
-    while hasattr(out[-1], "__wrapped__") and len(out) < 100:
-        out.append(out[-1].__wrapped__)
+    while len(out) < 100:
+        step = getattr(out[-1], "__wrapped__", None)
+        if step is None and not isinstance(out[-1], (type, types.FunctionType, types.ModuleType)):
+            step = getattr(out[-1], "func", None)
+        if step is None or not callable(step) or any(step is seen for seen in out):
+            return out
+        out.append(step)
     return out
 
 
@@ -606,7 +613,26 @@ def _defined_here(cls, module, check):
         code = getattr(_original(function), "__code__", None) if callable(function) else None
         if isinstance(code, types.CodeType) and os.path.realpath(code.co_filename) == os.path.realpath(check["file"]):
             return True
-    return False
+    return not _module_defines(cls.__module__, cls.__qualname__)
+
+
+def _module_defines(name, qualname):
+    """The module ``cls.__module__`` names has a ``class`` statement at ``qualname`` in its source. When it
+    has none (tomli's ``TOMLDecodeError.__module__ = "tomli"``, a class with no function of its own), the
+    name was reassigned, and the class the patched module binds at its own qualified name is its own;
+    a module of no source to read (compiled, or none) may define it: elsewhere."""
+    path = getattr(sys.modules.get(name), "__file__", None) or ""
+    try:
+        with open(path, "rb") as handle:
+            body = ast.parse(handle.read()).body
+    except (OSError, SyntaxError, ValueError):
+        return True
+    for part in qualname.split("."):
+        found = [s for s in body if isinstance(s, ast.ClassDef) and s.name == part]
+        if not found:
+            return False
+        body = found[-1].body
+    return True
 
 
 HOW = {"code_lines": show_code_lines, "binding": show_binding, "wrapped": show_wrapped, "default": show_default,

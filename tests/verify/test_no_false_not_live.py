@@ -139,3 +139,58 @@ def test_a_property_made_by_a_call_is_named_as_the_property_and_its_functions_fo
     assert "in the live code of vpkg.mod.Box.value.setter" in rows["set#0"]
     assert run(python, code="import vpkg.mod as m; b = m.Box(); b.value = 3; print(b.value)") == [
         "HOOK set", "HOOK get", "3"]
+
+
+ERROR_SPEC = CLASS_SPEC.replace("function: Response", "function: Err").replace("_models.py", "_p.py")
+
+
+def test_a_class_whose_module_is_reassigned_and_that_has_no_function_of_its_own_is_found(tmp_path, capsys):
+    """tomli's ``TOMLDecodeError`` (docs/corpus.md class 2): an exception class with no function to find it
+    by. Before: "the live vpkg._p.Err is vpkg.Err, defined elsewhere", and the change was undone."""
+    files = {"vpkg/__init__.py": 'from ._p import Err\n\nErr.__module__ = "vpkg"\n',
+             "vpkg/_p.py": "class Err(ValueError):\n    pass\n"}
+    _, rows, python = _verify(tmp_path, capsys, files, ERROR_SPEC)
+    assert "vpkg._p.Err.describe on the live class; callers of vpkg.Err reach it" in rows["response#0"]
+    assert run(python, code="import vpkg; print(vpkg.Err('x').describe(), vpkg.Err.patched)") == ["described True"]
+
+
+CURRY = '''import functools
+
+
+class curry:
+    def __init__(self, func):
+        self._partial = functools.partial(func)
+        self.__name__ = func.__name__
+
+    @property
+    def func(self):
+        return self._partial.func
+
+    def __call__(self, *args):
+        return self._partial(*args)
+
+
+@curry
+def memoize(x):
+    return x * 2
+'''
+
+CURRY_SPEC = '''spec: 1
+name: vtoy
+summary: A hook in a function a wrapper object holds as .func.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: memo
+    file: vpkg/mod.py
+    function: memoize
+    transforms:
+      - insert_before: {anchor: "return x * 2", code: "_v.seen('memo')"}
+'''
+
+
+def test_a_function_a_wrapper_object_keeps_as_func_is_followed(tmp_path, capsys):
+    """toolz's ``curry`` (docs/corpus.md class 7) keeps the function as ``.func``, not ``__wrapped__``.
+    Before: "the live memoize does not lead to the definition ... (through __wrapped__)", undone."""
+    _, rows, python = _verify(tmp_path, capsys, {"vpkg/__init__.py": "", "vpkg/mod.py": CURRY}, CURRY_SPEC)
+    assert "line(s) 20 in the live code of vpkg.mod.memoize" in rows["memo#0"], rows
+    assert run(python, code="import vpkg.mod; print(vpkg.mod.memoize(2))") == ["HOOK memo", "4"]
