@@ -83,6 +83,34 @@ def compile_problem(path: str, text: str, rows: list) -> Problem | None:
     return None
 
 
+def removed_name_reads(source: SourceFile, text: str, rows: list) -> list[Problem]:
+    """A module-level name that a rewrite of its own statement removed (``Resolved.binding``) and the patched
+    file still reads: it would raise NameError there. Names bound anywhere else in the file (a local of that
+    name) are left alone, so that this never refuses what could run."""
+    removers = [r for r in rows if r.binding and r.edits and "." not in r.function]
+    if not removers:
+        return []
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:   # the compile check reports it
+        return []
+    before, after = scope.module_names(source.tree), scope.module_names(tree)
+    if before is None or after is None:
+        return []
+    gone = before - after
+    bound = {n for node in ast.walk(tree) for n in scope.bound_by(node)}
+    bound |= {node.arg for node in ast.walk(tree) if isinstance(node, ast.arg)}
+    reads = sorted((n.lineno, n.id) for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                   and n.id in gone and n.id not in bound)
+    found = []
+    for line, name in reads:
+        row = next((r for r in removers if r.function == name), removers[0])
+        found.append(Problem(row.spec, f"the patched file still reads {name} at line {line}, which {row.target}#"
+                             f"{row.index} removes at module level: NameError there; rewrite that line too",
+                             row.spec_loc, source.path, row.line))
+    return found
+
+
 def _code_of(row) -> str:
     edit = row.edits[0]
     text = edit.text if isinstance(edit, LineEdit) else cst.Module(body=[]).code_for_node(edit.new)

@@ -239,6 +239,7 @@ def emit(plan: Plan, specs: Iterable[Spec], check: bool = True) -> dict[str, str
         out[path] = splice(source, fragments, line_edits)
         broken = lint.compile_problem(path, out[path], rows) if check else None
         plan.problems += [broken] if broken else []
+        plan.problems += lint.removed_name_reads(source, out[path], rows) if check and not broken else []
     return out
 
 

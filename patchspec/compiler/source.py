@@ -170,6 +170,13 @@ class SourceFile:
                 raise TargetAmbiguous(f"{part} is defined in several branches: {listed}; choose one with "
                                       f"`branch:`", [b.line for b in live])
             listed = ", ".join(f"{scope.label(b.path)} (line {b.line}: {b.describe()})" for b in live)
+            if not any(b.is_def for b in live):   # pyrsistent's pvector: `= python_pvector` or an import
+                bound = sorted({b.node.value.id for b in live
+                                if isinstance(b.node, ast.Assign) and isinstance(b.node.value, ast.Name)})
+                way = (f"target the definition they bind, {' or '.join(bound)} (its patch runs only where that "
+                       "branch does; verify shows which runs)" if bound else "no branch holds one to patch")
+                raise TargetAmbiguous(f"{part} is bound in several branches: {listed}; none of them is a "
+                                      f"definition: {way}", [b.line for b in live])
             raise TargetAmbiguous(f"{part} is bound in several branches: {listed}; which one is live depends "
                                   f"on which branch runs, and {others[0].describe()} is no definition to patch; "
                                   f"choose one with `branch:`", [b.line for b in live])

@@ -179,11 +179,49 @@ def _callers(module, check, shown):
             continue
         return {"live": False, "dead": True, "why": "%s is %s: a patch of %s does not run for callers of %s; %s"
                 % (public, _whose(other), mine, public, _advice(other))}
+    if not reached:
+        dead = _fallback_alias(module, top, patched, mine="%s.%s" % (parts[-1], check["function"]))
+        if dead:
+            return dead
     if reached:
         shown = dict(shown, why="%s; callers of %s reach it" % (shown["why"], ", ".join(reached)))
     if elsewhere:
         shown = dict(shown, why="%s; %s" % (shown["why"], "; ".join(elsewhere)))
     return shown
+
+
+def _fallback_alias(module, top, patched, mine):
+    """The module binds another name to the target only in a fallback branch (pyrsistent's ``pvector =
+    python_pvector`` in ``except ImportError``, ``from pvectorc import pvector`` in ``try``): when that
+    name is compiled code now and no package above reaches the target, callers run the compiled code."""
+    try:
+        with open(module.__file__, "rb") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError, TypeError):
+        return None
+    for name in _aliases(tree.body, top):
+        other = vars(module).get(name)
+        if other is None or _reaches(other, patched) or not _compiled(other):
+            continue
+        public = "%s.%s" % (module.__name__, name)
+        return {"live": False, "dead": True, "why": "%s is %s, and %s is bound to %s only in a fallback branch: "
+                "a patch of %s does not run for callers of %s; %s"
+                % (public, _whose(other), name, top, mine, public, _advice(other))}
+    return None
+
+
+def _aliases(body, top):
+    """Names a module-level ``NAME = top`` binds inside the module's ``if``/``try`` blocks."""
+    found = []
+    for stmt in body:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id == top:
+            found += [t.id for t in stmt.targets if isinstance(t, ast.Name) and t.id != top]
+        for block in ("body", "orelse", "finalbody"):
+            if isinstance(stmt, (ast.If, ast.Try)):
+                found += _aliases(getattr(stmt, block, []), top)
+        for handler in getattr(stmt, "handlers", []) if isinstance(stmt, ast.Try) else []:
+            found += _aliases(handler.body, top)
+    return found
 
 
 def _compiled(obj):

@@ -54,14 +54,15 @@ class Root:
             raise PatchspecError(f"cannot decode as {encoding.detect(data)}: {exc}",
                                  file=str(self.path / rel)) from None
 
-    def read_bytes(self, rel: str) -> bytes | None:
+    def read_bytes(self, rel: str, limit: int | None = None) -> bytes | None:
         """The bytes of a regular file, ``None`` when absent; a directory, FIFO or device is refused
-        without opening it (a FIFO would block)."""
+        without opening it (a FIFO would block), and so is a file larger than ``limit`` bytes."""
         if self.overlay is not None and rel in self.overlay:
             return self.overlay[rel]
         path = self.resolve(rel)
         try:
-            mode = path.lstat().st_mode
+            st = path.lstat()
+            mode = st.st_mode
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -69,6 +70,9 @@ class Root:
         if not stat.S_ISREG(mode):
             raise PatchspecError("not a regular file (a directory, FIFO or device is never patched); "
                                  "nothing was written", file=str(path))
+        if limit is not None and st.st_size > limit:
+            raise PatchspecError(f"{st.st_size} bytes, more than the {limit} bytes any patchspec writes there: "
+                                 "not a file patchspec wrote; nothing was written", file=str(path))
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError as exc:

@@ -16,7 +16,8 @@ COMPILED = (".so", ".pyd")
 
 def warnings(root: Root, rel: str, qualname: str, read: Callable[[str], str | None]) -> list[str]:
     """One line per way ``rel``'s ``qualname`` may not be what runs (``read``: rel -> pristine text)."""
-    return compiled_siblings(root, rel) + fallback_bindings(rel, qualname.split(".")[0], read)
+    top = qualname.split(".")[0]
+    return compiled_siblings(root, rel) + fallback_bindings(rel, top, read) + fallback_aliases(rel, top, read)
 
 
 def compiled_siblings(root: Root, rel: str) -> list[str]:
@@ -56,6 +57,34 @@ def fallback_bindings(rel: str, name: str, read: Callable[[str], str | None]) ->
                        f"{other.describe()}, and from {module} only in {scope.label(mine[0].path)} (line "
                        f"{mine[0].line}): when the other branch runs, callers of {package}.{name} do not reach "
                        f"{rel} (verify shows which runs)")
+    return out
+
+
+def fallback_aliases(rel: str, name: str, read: Callable[[str], str | None]) -> list[str]:
+    """``rel`` itself binding another name to ``name`` only in some branches and by an import in another
+    (pyrsistent's ``pvector = python_pvector`` / ``from pvectorc import pvector``): where the import runs,
+    callers of that name do not reach ``name``."""
+    text = read(rel)
+    try:
+        tree = ast.parse(text) if text else None
+    except SyntaxError:
+        return []
+    if tree is None:
+        return []
+    aliases = {t.id for stmt in scope.level_statements(tree.body) if isinstance(stmt, ast.Assign)
+               and isinstance(stmt.value, ast.Name) and stmt.value.id == name
+               for t in stmt.targets if isinstance(t, ast.Name) and t.id != name}
+    out = []
+    for alias in sorted(aliases):
+        bindings = scope.level_bindings(tree.body, alias)
+        mine = [b for b in bindings if isinstance(b.node, ast.Assign) and isinstance(b.node.value, ast.Name)
+                and b.node.value.id == name]
+        imports = [b for b in bindings if isinstance(b.node, ast.Import | ast.ImportFrom)]
+        if mine and imports:
+            other = imports[0]
+            out.append(f"{rel}:{other.line}: {alias} is bound in {scope.label(other.path)} by {other.describe()}, "
+                       f"and to {name} only in {scope.label(mine[0].path)} (line {mine[0].line}): when the import "
+                       f"runs, callers of {alias} do not reach {name} (verify shows which runs)")
     return out
 
 

@@ -31,6 +31,7 @@ from patchspec.install.root import STATE_DIR, Root, inside
 STATE_FILE = f"{STATE_DIR}/state.json"
 PRISTINE_DIR = f"{STATE_DIR}/pristine"
 LOCK_FILE = f"{STATE_DIR}/lock"
+RECORD_LIMIT = 64 << 20   # bytes: the most of a state record or journal read back (each spec's text is in it)
 VERSION = 3   # 2: each spec's ``proof``; a version 1 record reads as one whose proof never ran
               # 3: each spec's ``python``; an older record reads as one no --python named
 
@@ -204,7 +205,7 @@ def load_state(root: Root) -> State:
     """The record, as the root holds it (or, for read-only verbs with an interrupted run pending, as it
     was before that run: ``root`` then reads through the journal)."""
     where = str(root.path / STATE_FILE)
-    raw = root.read_bytes(STATE_FILE)
+    raw = root.read_bytes(STATE_FILE, RECORD_LIMIT)
     if raw is None:
         return State()
     try:
@@ -212,8 +213,11 @@ def load_state(root: Root) -> State:
     except ValueError as exc:
         raise PatchspecError(f"{exc}; nothing was written", file=where) from None
     state = State.from_json(data, where)
-    for field_name, rel in state.paths():
-        root.canonical(rel, f"state record {field_name}")   # refuses a path out of the root, naming it
+    for field_name, rel in state.paths():   # a path out of the root is refused, naming where in the record
+        try:
+            root.canonical(rel, f"state record {field_name}")
+        except PatchspecError as exc:
+            raise PatchspecError(f"{exc.message}; nothing was written", file=where) from None
     return state
 
 

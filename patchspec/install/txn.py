@@ -27,7 +27,7 @@ from pathlib import Path
 
 from patchspec.errors import Exit, PatchspecError
 from patchspec.install.root import STATE_DIR, Root, inside
-from patchspec.install.state import STATE_FILE, check_record, parse_record, writer_active
+from patchspec.install.state import RECORD_LIMIT, STATE_FILE, check_record, parse_record, writer_active
 
 JOURNAL = f"{STATE_DIR}/journal.json"
 JOURNAL_VERSION = 1   # a journal without "version" (written before it had one) is version 1
@@ -234,7 +234,7 @@ def _read_journal(root: Root) -> dict | None:
     ``..``, no absolute path, no link on the way, the temporary file beside its target). Anything else is
     refused in one line, and nothing is touched: ``recover`` never guesses."""
     try:
-        raw = root.read_bytes(JOURNAL)
+        raw = root.read_bytes(JOURNAL, RECORD_LIMIT)
         if raw is None:
             return None
         data = parse_record(raw, "the journal of an interrupted run")

@@ -48,7 +48,7 @@ COVERAGE = "coverage==7.6.1"
 ADDED = "ps_corpus_added"
 SPEC_NAME = "corpus"
 LIVE_CLAIMS = {"live", "static"}
-ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
+ADDRESS = re.compile(r"0x[0-9a-f]{6,}|(?<=@ )\d{8,}")   # an object's address, as repr shows it
 
 
 @dataclass(frozen=True)

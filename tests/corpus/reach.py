@@ -34,6 +34,12 @@ def inside(path: str | None, pkgdir: str) -> bool:
     return path == pkgdir or path.startswith(pkgdir + os.sep)
 
 
+def module_of(obj: object) -> str:
+    """``__module__``, when it is a name (a proxy class's is a property: wrapt's ObjectProxy)."""
+    name = getattr(obj, "__module__", None)
+    return name if isinstance(name, str) else ""
+
+
 def public(name: str) -> bool:
     return not name.startswith("_") or (name.startswith("__") and name.endswith("__") and len(name) > 4)
 
@@ -50,7 +56,7 @@ class Survey:
         self.seen: set[int] = set()
 
     def ours(self, obj: object) -> bool:
-        name = getattr(obj, "__module__", None) or ""
+        name = module_of(obj)
         return name == self.top or name.startswith(self.top + ".")
 
     def walk(self, module: types.ModuleType, path: list[str], depth: int) -> None:
@@ -81,15 +87,15 @@ class Survey:
             self.add_compiled(obj, path, "function")
 
     def visit_class(self, cls: type, path: list[str]) -> None:
-        module = sys.modules.get(cls.__module__)
+        module = sys.modules.get(module_of(cls))
         module_file = getattr(module, "__file__", None) or ""
         functions = [v for v in vars(cls).values() if isinstance(v, types.FunctionType)]
         if module_file.endswith(COMPILED_SUFFIXES) and not functions:
             self.add_compiled(cls, path, "class")
             return
         files = sorted({f.__code__.co_filename for f in functions if inside(f.__code__.co_filename, self.pkgdir)})
-        self.add_def(("class", cls.__module__, cls.__qualname__), path,
-                     {"kind": "class", "module": cls.__module__, "module_file": module_file,
+        self.add_def(("class", module_of(cls), cls.__qualname__), path,
+                     {"kind": "class", "module": module_of(cls), "module_file": module_file,
                       "qualname": cls.__qualname__, "files": files,
                       # a TypedDict's body may hold annotations only: an added method is the spec's error
                       "skip": type(cls).__name__ == "_TypedDictMeta"})
@@ -131,8 +137,8 @@ class Survey:
             found["paths"].append(path)
 
     def add_compiled(self, obj: object, path: list[str], kind: str) -> None:
-        module = sys.modules.get(getattr(obj, "__module__", "") or "")
-        key = (kind, getattr(obj, "__module__", ""), getattr(obj, "__qualname__", getattr(obj, "__name__", "")))
+        module = sys.modules.get(module_of(obj))
+        key = (kind, module_of(obj), getattr(obj, "__qualname__", getattr(obj, "__name__", "")))
         found = self.compiled.setdefault(key, {
             "kind": kind, "module": key[1], "module_file": getattr(module, "__file__", None), "qualname": key[2],
             "members": sorted(n for n in vars(obj) if public(n)) if kind == "class" else [], "paths": []})

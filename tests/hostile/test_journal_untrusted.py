@@ -12,7 +12,7 @@ import pytest
 
 from patchspec.cli import main
 from patchspec.install import txn
-from patchspec.install.state import sha256
+from patchspec.install.state import RECORD_LIMIT, sha256
 from tests.hostile.arena import VICTIM, arena, journal, one_line, run
 from tests.state.toy import tree
 
@@ -50,15 +50,19 @@ RAW = {
 
 
 @pytest.mark.parametrize("verb", ["recover", "apply", "unapply", "check", "status"])
-@pytest.mark.parametrize("attack", [*ATTACKS, *RAW])
+@pytest.mark.parametrize("attack", [*ATTACKS, *RAW, "a sparse file over the limit"])
 def test_a_damaged_or_hostile_journal_is_refused_naming_the_field(tmp_path, capsys, attack, verb):
     ground = arena(tmp_path, "interrupted")
-    if attack in RAW:
+    if attack == "a sparse file over the limit":       # refused by its size, never read into memory
+        data, why = b"", f"more than the {RECORD_LIMIT} bytes any patchspec writes there"
+    elif attack in RAW:
         data, why = RAW[attack]
     else:
         change, why = ATTACKS[attack]
         data = json.dumps(change(journal(ground), ground)).encode()
     (ground.root / txn.JOURNAL).write_bytes(data)
+    if attack == "a sparse file over the limit":
+        os.truncate(ground.root / txn.JOURNAL, RECORD_LIMIT + 1)
     before = tree(ground.root)
     argv = {"recover": ["recover"], "apply": ["apply", ground.spec, "--no-verify"], "unapply": ["unapply", "toy"],
             "check": ["check", ground.spec], "status": ["status"]}[verb]

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from patchspec.install.state import STATE_FILE
+from patchspec.install.state import RECORD_LIMIT, STATE_FILE
 from tests.hostile.arena import VICTIM, arena, one_line, run
 from tests.state.toy import tree
 
@@ -42,13 +42,17 @@ ATTACKS = {
 
 
 @pytest.mark.parametrize("verb", VERBS)
-@pytest.mark.parametrize("attack", [*ATTACKS, "nested 100,000 deep", "not UTF-8"])
+@pytest.mark.parametrize("attack", [*ATTACKS, "nested 100,000 deep", "not UTF-8", "a sparse file over the limit"])
 def test_a_hostile_state_record_is_refused_in_one_line(tmp_path, capsys, attack, verb):
     ground = arena(tmp_path, "applied")
     record = ground.root / STATE_FILE
     if attack == "nested 100,000 deep":
         record.write_bytes(b'{"version": 2, "specs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
         why = "nested deeper than any patchspec writes"
+    elif attack == "a sparse file over the limit":        # refused by its size, never read into memory
+        with open(record, "r+b") as handle:
+            handle.truncate(RECORD_LIMIT + 1)
+        why = f"more than the {RECORD_LIMIT} bytes any patchspec writes there"
     elif attack == "not UTF-8":
         record.write_bytes(b'{"version": 2, "specs": {"\xff": 1}}')
         why = "state record is unreadable"
@@ -57,7 +61,7 @@ def test_a_hostile_state_record_is_refused_in_one_line(tmp_path, capsys, attack,
         record.write_text(json.dumps(change(json.loads(record.read_text()), ground)))
     before = tree(ground.root)
     code, err = run(capsys, *VERBS[verb](ground), "--root", str(ground.root))
-    assert code == 2 and why in one_line(err) and "state record" in err, err
+    assert code == 2 and why in one_line(err) and STATE_FILE in err, err
     ground.untouched()
     assert tree(ground.root) == before
 

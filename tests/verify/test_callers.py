@@ -181,3 +181,63 @@ def test_another_module_of_the_package_binding_the_accelerator_is_named_too(tmp_
     err = capsys.readouterr().err
     assert (f"vpkg.util.escape is vpkg._speedups.escape (compiled: {so}): a patch of _native.escape does not run "
             "for callers of vpkg.util.escape") in err
+
+
+ALIASED = '''def python_escape(s):
+    return "native:" + str(s)
+
+
+try:
+    from vpkg._speedups import escape
+except ImportError:
+    escape = python_escape
+'''
+
+ALIASED_SPEC = SPEC.replace("function: escape", "function: python_escape")
+
+
+@pytest.mark.parametrize("speedups", [True, False])
+def test_a_fallback_bound_under_another_name_of_the_module_is_not_live_when_the_accelerator_is(
+        tmp_path, capsys, speedups):
+    """pyrsistent's shape (docs/trials.md, class 1): ``_pvector.py`` binds ``pvector = python_pvector``
+    only where ``from pvectorc import pvector`` fails. Before: a wrap of ``python_pvector`` was "verified:
+    1 live" while every caller of ``vpkg.escape`` ran the C function; without the accelerator it runs."""
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": "from ._native import escape\n", "vpkg/_native.py": ALIASED,
+                   "vpkg/md.py": MD})
+    so = build_extension(site / "vpkg", "vpkg._speedups", {"escape": "speedups:"}) if speedups else None
+    spec = write_spec(tmp_path / "spec", ALIASED_SPEC, SNIPPET)
+    before = tree(site)
+    if speedups:
+        assert main(["apply", spec, "--root", str(site)]) == 2
+        err = capsys.readouterr().err
+        assert (f"vpkg._native.escape is vpkg._speedups.escape (compiled: {so}), and escape is bound to "
+                "python_escape only in a fallback branch: a patch of _native.python_escape does not run for "
+                "callers of vpkg._native.escape") in err and "--no-verify" not in err
+        assert tree(site) == before
+    else:
+        assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+        assert run(python, code="import vpkg; print(vpkg.escape('x'))") == ["HOOK python_escape", "native:x"]
+
+
+def test_init_warns_statically_of_a_fallback_bound_under_another_name(tmp_path, capsys):
+    """Before: init said nothing of ``escape = python_escape`` standing only where the import fails."""
+    site = tmp_path / "site"
+    install(site, {"vpkg/__init__.py": "from ._native import escape\n", "vpkg/_native.py": ALIASED})
+    assert main(["init", "toy-fix", "--root", str(site), "--target", "vpkg/_native.py:python_escape",
+                 "--dir", str(tmp_path / "fix")]) == 0
+    assert ("warning: vpkg/_native.py:6: escape is bound in try by `from vpkg._speedups import escape`, and to "
+            "python_escape only in except ImportError (line 8): when the import runs, callers of escape do not "
+            "reach python_escape") in capsys.readouterr().out
+
+
+def test_init_on_a_name_every_branch_binds_without_a_definition_points_to_the_one_they_bind(tmp_path, capsys):
+    """Before: "... choose one with `branch:`", which init cannot take and no branch could satisfy."""
+    site = tmp_path / "site"
+    install(site, {"vpkg/__init__.py": "from ._native import escape\n", "vpkg/_native.py": ALIASED})
+    assert main(["init", "toy-fix", "--root", str(site), "--target", "vpkg/_native.py:escape",
+                 "--dir", str(tmp_path / "fix")]) == 2
+    err = capsys.readouterr().err
+    assert "none of them is a definition: target the definition they bind, python_escape" in err, err
+    assert "branch:" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "fix").exists()

@@ -93,3 +93,26 @@ def test_a_removed_assignment_unbinds_its_name():
     from patchspec.compiler.transforms import KINDS
 
     assert KINDS["remove"].binds({"statement": "label = str(label)"}).unbinds == {"label"}
+
+
+def test_a_removed_module_level_name_the_file_still_reads_is_refused():
+    """A NameError at run time the proof would not see (the module imports; the function is not called)."""
+    from patchspec.compiler import plan as planner
+    from tests.compiler.helpers import FILE
+    from tests.compiler.kinds.cases import spec
+
+    source = d("""
+               import re
+
+               _OctalPatt = re.compile(r"[0-7]")
+
+
+               def _unquote(s):
+                   res = []
+                   return _OctalPatt.sub("", s)
+               """)
+    one = spec("_OctalPatt", {"remove": {"statement": "_OctalPatt = re.compile(...)"}})
+    plan = planner.resolve([one], {FILE: source}.get, lambda pkg: True)
+    planner.emit(plan, [one])
+    assert [p.text for p in plan.problems] == ["the patched file still reads _OctalPatt at line 8, which t#0 removes "
+                                               "at module level: NameError there; rewrite that line too"]
