@@ -94,15 +94,15 @@ def spec_name(spec_name_or_path: str) -> str:
     return spec_name_or_path
 
 
-def spec_text(raw: bytes, where: str) -> str:
-    """The spec's text: UTF-8, or refused at the line:col of the first byte that is not (a replacement
-    character would otherwise slip into the code it inserts)."""
+def spec_text(raw: bytes, where: str, what: str = "spec") -> str:
+    """The spec's (or a profile's) text: UTF-8, or refused at the line:col of the first byte that is not (a
+    replacement character would otherwise slip into the code it inserts)."""
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[:exc.start].count(b"\n") + 1
         col = exc.start - raw.rfind(b"\n", 0, exc.start)
-        raise PatchspecError(f"spec is not UTF-8 text (byte {raw[exc.start]:#04x}); nothing was written",
+        raise PatchspecError(f"{what} is not UTF-8 text (byte {raw[exc.start]:#04x}); nothing was written",
                              file=where, line=line, col=col) from None
 
 

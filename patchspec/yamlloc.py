@@ -142,8 +142,9 @@ def load(text: str, file: str):
     """Parse YAML text; a syntax error, or a document over the limits, becomes a ``PatchspecError`` at its
     line and column."""
     _check_size(len(text) if len(text) > MAX_BYTES else len(text.encode("utf-8", "surrogatepass")), file)
-    loader = _Loader(text)
+    loader = None
     try:
+        loader = _Loader(text)   # the reader refuses a non-printable character here already
         node = loader.get_single_node()
         if node is None:
             return None
@@ -154,10 +155,16 @@ def load(text: str, file: str):
         what = " ".join(p for p in (exc.context, exc.problem) if p)
         raise PatchspecError(f"YAML: {what}", file=file, line=mark.line + 1 if mark else None,
                              col=mark.column + 1 if mark else None) from None
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        raise PatchspecError(f"YAML: the control character U+{exc.character:04X} is not allowed in YAML",
+                             file=file, line=line, col=col) from None
     except yaml.YAMLError as exc:
         raise PatchspecError(f"YAML: {exc}", file=file) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def locate(data, path) -> tuple[int, int]:

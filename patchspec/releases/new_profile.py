@@ -114,7 +114,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     if needs and not allow_broken:
         return ProfileDraft(path, None, needs, notes)
     if path.exists():
-        replaced = _plain(yamlloc.load(path.read_text(), str(path)))
+        replaced = _plain(yamlloc.load(profiles.read_profile(path), str(path)))
         pins = replaced["packages"]
         kept = replaced.get("specs") or {}
         specs_out = {**{name: specs_out.get(name, section) for name, section in kept.items()}, **specs_out}

@@ -24,7 +24,7 @@ from patchspec.install import installed
 from patchspec.install.root import name_in
 from patchspec.errors import PatchspecError
 from patchspec.model import Loc, Spec
-from patchspec.spec import check_transform_syntax, schema_errors
+from patchspec.spec import check_transform_syntax, schema_errors, spec_text
 
 FORMAT = 1   # a profile's ``format:``; a profile without one is format 1
 
@@ -139,7 +139,13 @@ def load_profile(directory: Path, release: str) -> Profile:
     if not path.is_file():
         known = ", ".join(known_releases(directory)) or "none"
         raise PatchspecError(f"unknown release {release!r}; known releases: {known}", file=str(directory))
-    return load_profile_text(path.read_text(), str(path))
+    return load_profile_text(read_profile(path), str(path))
+
+
+def read_profile(path: Path) -> str:
+    """A profile's text, read as a spec is: a regular file of bounded size (a FIFO named ``*.yaml`` would
+    block the read), UTF-8."""
+    return spec_text(yamlloc.read(path, "release profile"), str(path), "release profile")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -185,7 +191,7 @@ def all_pins(directory: Path) -> dict[str, Pins]:
     added = False
     for release in known_releases(directory):
         path = profile_path(directory, release)
-        text = path.read_text()
+        text = read_profile(path)
         key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
         if key in entries:
             out[release] = Pins.from_json(entries[key])

@@ -26,6 +26,8 @@ CASES = {
                                        r"run of statements"),
     "newer_spec_format": ("spec: 1", "spec: 2",
                           r":3:1: spec format 2 is newer than this patchspec reads \(1\); upgrade patchspec"),
+    "control_character": ("alias: _demo", "alias: _de\x1fmo",
+                          r":6:\d+: YAML: the control character U\+001F is not allowed in YAML"),
     "alias_a_keyword": ("alias: _demo", "alias: None",
                         r":6:33: snippets alias 'None' is a Python keyword, not a name"),
 }

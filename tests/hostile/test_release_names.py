@@ -83,3 +83,23 @@ def test_init_drafts_a_profile_name_from_the_dist_info_only_when_it_is_a_name(tm
     assert code == 2 and "the first profile's name (from" in one_line(err) and "a name holds no '/'" in err, err
     assert not fix.exists()
     ground.untouched()
+
+
+@pytest.mark.parametrize("damage", ["fifo", "not utf-8"])
+@pytest.mark.parametrize("verb", ["apply", "check", "drift"])
+def test_a_profile_beside_the_spec_that_is_a_fifo_or_not_text_is_refused_unread(tmp_path, capsys, damage, verb):
+    """``--release auto`` reads every profile beside the spec: a FIFO named ``*.yaml`` blocked the read
+    forever, bytes that are not UTF-8 were an internal error (exit 3)."""
+    ground = arena(tmp_path)
+    bad = Path(ground.spec).parent / "releases" / "r9.yaml"
+    if damage == "fifo":
+        os.mkfifo(bad)
+    else:
+        bad.write_bytes(b"release: r9\nformat: 1\n\xff\n")
+    before = tree(ground.root)
+    code, err = run(capsys, verb, ground.spec, "--root", str(ground.root),
+                    *(["--no-verify"] if verb == "apply" else []))
+    said = {"fifo": "release profile is not a regular file", "not utf-8": "release profile is not UTF-8 text"}
+    assert code == 2 and said[damage] in one_line(err) and "r9.yaml" in err, err
+    assert tree(ground.root) == before
+    ground.untouched()
