@@ -84,7 +84,11 @@ class Survey:
         elif isinstance(obj, types.FunctionType):
             self.add_function(obj, path, None, None)
         elif callable(obj) and self.ours(obj) and not hasattr(obj, "__code__"):
-            self.add_compiled(obj, path, "function")
+            inner = chain(obj)[-1]   # a wrapper object of Python's (toolz's curry) holds a Python function
+            if isinstance(inner, types.FunctionType):
+                self.add_function(inner, path, None, None)
+            else:
+                self.add_compiled(obj, path, "function")
 
     def visit_class(self, cls: type, path: list[str]) -> None:
         module = sys.modules.get(module_of(cls))
@@ -184,10 +188,18 @@ def resolve(top: types.ModuleType, path: list[str], accessor: str | None) -> obj
 
 
 def chain(obj: object) -> list[object]:
+    """``obj`` and what it wraps: through ``__wrapped__``, or the ``func`` a wrapper object keeps
+    (``functools.partial``, toolz's ``curry``)."""
     found = []
     while obj is not None and len(found) < 50 and all(obj is not o for o in found):
         found.append(obj)
-        obj = getattr(obj, "__wrapped__", None)
+        try:
+            step = getattr(obj, "__wrapped__", None)
+            if step is None and not isinstance(obj, (type, types.FunctionType, types.ModuleType)):
+                step = getattr(obj, "func", None)
+        except Exception:  # noqa: BLE001 - a proxy's attribute may raise anything
+            step = None
+        obj = step if callable(step) else None
     return found
 
 
