@@ -319,3 +319,33 @@ def test_a_definition_the_module_rebinds_is_live_for_the_public_name_that_still_
     assert "the live vpkg.py_escape" in out
     code = "import vpkg; print(vpkg.py_escape('x')); print(vpkg.escape('y'))"
     assert run(python, code=code) == ["HOOK escape", "HOOK pure", "pure:x", "speedups:y"]
+
+
+CLASS_SPEC = '''spec: 1
+name: vtoy
+summary: A hook in a class another module's class of the same name shadows at the package.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: arg
+    file: vpkg/parser.py
+    function: Argument.take
+    transforms:
+      - insert_before: {anchor: "return x", code: "print('HOOK take')"}
+'''
+
+
+def test_another_python_class_of_the_name_is_named_by_its_file_not_as_built_in(tmp_path, capsys):
+    """click's ``click.Argument`` is ``click.core.Argument`` while the patch is of ``parser.Argument``
+    (docs/corpus.md class 1). Before: "(built-in)", a Python class named as if it were C."""
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": "from . import parser\nfrom .core import Argument\n",
+                   "vpkg/core.py": "class Argument:\n    pass\n",
+                   "vpkg/parser.py": "class Argument:\n    def take(self, x):\n        return x\n"})
+    spec = write_spec(tmp_path / "spec", CLASS_SPEC, SNIPPET)
+    assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site)]) == 0
+    out = capsys.readouterr().out
+    assert f"callers of vpkg.Argument reach vpkg.core.Argument ({site}/vpkg/core.py) instead" in out, out
+    assert "built-in" not in out
+    assert run(python, code="import vpkg; print(vpkg.parser.Argument().take(1))") == ["HOOK take", "1"]
