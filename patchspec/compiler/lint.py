@@ -178,6 +178,11 @@ def _check_fragment(row, definition, fragment: ast.AST, edit, module, alias: str
     elif isinstance(target, ast.ClassDef):
         known |= scope.class_names(target, definition.source.tree)
         known |= {n for r, b in earlier if r.function == row.function for n in b.member}
+    elif _sets_a_default(definition, edit):   # read where the def runs: the class body, then the module
+        cls = _enclosing_class(definition.source.tree, target)
+        if cls is not None:
+            known |= {n for stmt in cls.body if stmt.lineno < target.lineno
+                      for node in scope.walk_scope([stmt]) for n in scope.bound_by(node)}
     else:
         local = _locals_before(target, row.line, after=isinstance(edit, NodeEdit) and edit.action.sees_anchor)
         if alias and alias in _all_locals(target):
@@ -198,6 +203,25 @@ def _check_fragment(row, definition, fragment: ast.AST, edit, module, alias: str
         found.append(f"inserted code reads a name not bound before it: {row.function}:{row.line}: "
                      f"{name.id}{hint}")
     return found
+
+
+def _sets_a_default(definition, edit) -> bool:
+    """Whether ``edit`` replaces a parameter's default: Python evaluates it when the ``def`` runs, in the
+    scope around it, so the function's own parameters and locals are not bound there."""
+    node = definition.fragment.node
+    if not isinstance(edit, NodeEdit) or not isinstance(node, cst.FunctionDef):
+        return False
+    params = node.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    return any(p.default is edit.node for p in every)
+
+
+def _enclosing_class(tree: ast.Module, func: ast.AST) -> ast.ClassDef | None:
+    """The class whose body (not a nested function's) holds ``func``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and any(n is func for n in scope.walk_scope(node.body)):
+            return node
+    return None
 
 
 def _locals_before(func: ast.AST, line: int, after: bool) -> set[str]:

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.compiler.kinds.cases import d, patched, status
+from patchspec.compiler import plan as planner
+from tests.compiler.helpers import FILE
+from tests.compiler.kinds.cases import d, patched, spec, status
 
 CASES = [
     pytest.param("Retry.DEFAULT", {"set": {"value": 'frozenset(\n    ["Cookie", "Authorization"]\n)'}},
@@ -64,6 +66,38 @@ CASES = [
                  ) -> None:
                      pass
                  """, id="set-a-default-of-a-signature-one-parameter-a-line-marks-that-line-alone"),
+    pytest.param("Cache.pop", {"set": {"parameter": "default", "value": "__missing"}},
+                 """
+                 class Cache:
+                     __marker = object()
+                     __missing = object()
+
+                     def pop(self, key, default=__marker):
+                         pass
+                 """,
+                 """
+                 class Cache:
+                     __marker = object()
+                     __missing = object()
+
+                     def pop(self, key, default=__missing):  # patchspec: fix
+                         pass
+                 """, id="set-a-default-to-a-class-private-name-the-class-body-binds-before-the-def"),
+    pytest.param("ParseError.__init__", {"set": {"parameter": "msg", "value": "_ERROR_MESSAGE + '!'"}},
+                 """
+                 class ParseError(Exception):
+                     _ERROR_MESSAGE = 'Invalid jmespath expression'
+
+                     def __init__(self, msg=_ERROR_MESSAGE):
+                         pass
+                 """,
+                 """
+                 class ParseError(Exception):
+                     _ERROR_MESSAGE = 'Invalid jmespath expression'
+
+                     def __init__(self, msg=_ERROR_MESSAGE + '!'):  # patchspec: fix
+                         pass
+                 """, id="set-a-default-to-a-value-reading-a-class-level-name"),
     pytest.param("f", {"set": {"name": "limit", "value": "10"}},
                  """
                  def f():
@@ -89,3 +123,22 @@ def test_set(function, transform, source, expected):
 ])
 def test_set_refused(function, transform, source, what):
     assert status(function, transform, source) == what
+
+
+@pytest.mark.parametrize("value, unbound", [
+    pytest.param("x", "x", id="the-function-s-own-parameter"),
+    pytest.param("LATER", "LATER", id="a-class-level-name-bound-after-the-def"),
+])
+def test_set_of_a_default_reads_only_names_bound_where_the_def_runs(value, unbound):
+    """A default is evaluated when the ``def`` runs, in the class body or module around it."""
+    source = d("""
+               class C:
+                   def f(self, x, y=1):
+                       pass
+
+                   LATER = 2
+               """)
+    one = spec("C.f", {"set": {"parameter": "y", "value": value}})
+    plan = planner.resolve([one], {FILE: source}.get, lambda pkg: True)
+    assert [(r.status, r.detail) for r in plan.resolved] == [
+        ("unbound-name", f"inserted code reads a name not bound before it: C.f:2: {unbound}")]
