@@ -30,7 +30,9 @@ from patchspec.install.root import STATE_DIR, Root, inside
 from patchspec.install.state import RECORD_LIMIT, STATE_FILE, check_record, parse_record, writer_active
 
 JOURNAL = f"{STATE_DIR}/journal.json"
-JOURNAL_VERSION = 1   # a journal without "version" (written before it had one) is version 1
+# a journal without "version" (written before it had one) is version 1; version 2 names the kept old file of
+# op N ``txn/N`` (version 1 numbered it by its place among all writes, so gaps are allowed there)
+JOURNAL_VERSION = 2
 SAVED_DIR = f"{STATE_DIR}/txn"
 TMP_SUFFIX = ".patchspec-tmp"
 FAULT_ENV, TRACE_ENV = "PATCHSPEC_FAULT", "PATCHSPEC_FAULT_TRACE"
@@ -89,7 +91,7 @@ def commit(root: Root, writes: dict[str, bytes | None]) -> None:
     base = root.path
     writes = {root.canonical(rel): data for rel, data in writes.items()}
     ops, dirs = [], []
-    for index, (rel, data) in enumerate(writes.items()):
+    for rel, data in writes.items():
         path = base / rel
         exists = _regular(path)
         if data is None and not exists:
@@ -103,7 +105,7 @@ def commit(root: Root, writes: dict[str, bytes | None]) -> None:
             dirs += [d for d in reversed(missing) if d not in dirs]
             check_writable(parent)
         ops.append(_Op(rel, f"{rel}{TMP_SUFFIX}" if data is not None else None,
-                       f"{SAVED_DIR}/{index}" if exists else None, sha256(data)))
+                       f"{SAVED_DIR}/{len(ops)}" if exists else None, sha256(data)))
     journal = base / JOURNAL
     for path in [journal.with_name(journal.name + TMP_SUFFIX)] + [base / op.tmp for op in ops if op.tmp]:
         if os.path.lexists(path):
@@ -245,6 +247,7 @@ def _read_journal(root: Root) -> dict | None:
             if op["tmp"] is not None and op["tmp"] != f"{op['path']}{TMP_SUFFIX}":
                 raise PatchspecError(f"journal ops/{index}/tmp {op['tmp']!r} is not the temporary file of "
                                      f"{op['path']!r}")
+        _check_names(data)
         for index, rel in enumerate(data["dirs"]):
             _journal_path(root, rel, f"dirs/{index}")
     except (ValueError, PatchspecError) as exc:
@@ -253,6 +256,29 @@ def _read_journal(root: Root) -> dict | None:
                              f"are in {SAVED_DIR}/: put back by hand what the journal names (or reinstall the "
                              f"package), then delete {JOURNAL}", file=str(root.path / JOURNAL)) from None
     return data
+
+
+def _check_names(data: dict) -> None:
+    """The names ``commit`` gives: one op per path; the kept old file of op N is ``txn/N`` (version 1: N never
+    below the op's place and rising with it), since one naming another op's kept file puts that file's bytes
+    over this one's and loses them; each directory a parent of a file the run writes, never one it did not
+    create."""
+    exact, paths, last = data.get("version", 1) >= 2, set(), -1
+    for index, op in enumerate(data["ops"]):
+        if op["path"] in paths:
+            raise PatchspecError(f"journal ops/{index}/path {op['path']!r} is named by an earlier op too")
+        paths.add(op["path"])
+        if op["saved"] is not None:
+            number = int(op["saved"].rpartition("/")[2])
+            if (number != index) if exact else (number < index or number <= last):
+                raise PatchspecError(f"journal ops/{index}/saved {op['saved']!r} is not the kept file of this "
+                                     f"op (it is another op's, or out of order)")
+            last = number
+    parents = {parent.as_posix() for op in data["ops"] if op["tmp"] is not None
+               for parent in Path(op["path"]).parents if parent != Path(".")}
+    for index, rel in enumerate(data["dirs"]):
+        if rel not in parents:
+            raise PatchspecError(f"journal dirs/{index} {rel!r} is not a directory of a file the run writes")
 
 
 def _journal_path(root: Root, rel: str | None, where: str) -> None:

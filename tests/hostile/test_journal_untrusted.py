@@ -22,6 +22,25 @@ def _op(journal: dict, **changes) -> dict:
     return journal
 
 
+def _at(journal: dict, index: int, **changes) -> dict:
+    journal["ops"][index].update(changes)
+    return journal
+
+
+def _kept(journal: dict, **saved: int | None) -> dict:
+    """Op ``a`` (index 2, pkg/a.py) and ``b`` (3, pkg/b.py) keeping the old file of the op named, or none."""
+    files = [journal["ops"][2]["saved"], journal["ops"][3]["saved"]]
+    for name, index in {"a": 2, "b": 3}.items():
+        if name in saved:
+            journal["ops"][index]["saved"] = None if saved[name] is None else files[saved[name] - 2]
+    return journal
+
+
+def _empty_dir(ground, journal: dict) -> dict:
+    (ground.root / "data").mkdir()         # the user's own empty directory: recover would remove it
+    return {**journal, "dirs": [*journal["dirs"], "data"]}
+
+
 def _outside(ground, rel: str) -> str:
     return os.path.relpath(ground.outside / rel, ground.root)
 
@@ -35,6 +54,13 @@ ATTACKS = {
                                        new_sha256=sha256(VICTIM)), "ops/0/path"),
     "saved out of the root": (lambda j, g: _op(j, saved=_outside(g, "victim.py")), "ops/0/saved"),
     "dirs out of the root": (lambda j, g: {**j, "dirs": [_outside(g, "empty")]}, "dirs/0"),
+    # ops 2 and 3 replace pkg/a.py and pkg/b.py, kept as txn/2 and txn/3: naming another op's kept file
+    # put b.py's old bytes over a.py and a.py's were deleted with txn/ (each recovered, exit 0, before)
+    "saved of another op": (lambda j, g: _kept(j, a=3, b=None), "ops/2/saved"),
+    "two ops keep one file": (lambda j, g: _kept(j, b=2), "ops/3/saved"),
+    "version 1, kept files swapped": (lambda j, g: _kept({**j, "version": 1}, a=3, b=2), "ops/3/saved"),
+    "a path named twice": (lambda j, g: _at(j, 3, path="pkg/a.py", tmp="pkg/a.py.patchspec-tmp"), "ops/3/path"),
+    "dirs the run did not create": (lambda j, g: _empty_dir(g, j), "dirs/4"),
     "tmp of another file": (lambda j, g: _op(j, tmp="pkg/__init__.py.patchspec-tmp"), "ops/0/tmp"),
     "integer path": (lambda j, g: _op(j, path=7), "ops/0/path"),
     "an op missing keys": (lambda j, g: {**j, "ops": [{"path": "pkg/a.py"}]}, "ops/0"),
