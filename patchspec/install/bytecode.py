@@ -9,11 +9,14 @@ optimisation level by the root's interpreter when the file's tag is that interpr
 interpreter's, or no interpreter known to compile it) removed. A timestamp one names its source's mtime
 and size, which the write changes, so Python compiles the new text at the next import: it is left as it
 is, unless it could pass for the new text (the same size, an mtime of now), when it is removed. Python
-then compiles the source at the next import. A restored ``.pyc`` is compiled anew: the same code, though
-its bytes may differ from the original's where marshal's reference flags do.
+then compiles the source at the next import. Apply keeps the bytes of every ``.pyc`` it removes or
+replaces of a file it is the first to patch beside that file's pristine copy (``.patchspec/pristine/`` +
+the ``.pyc`` path), and unapply writes them back with the pristine text: the root is as it was, byte for
+byte. A ``.pyc`` with no kept copy (one written after apply) is compiled anew or removed as above.
 """
 from __future__ import annotations
 
+import importlib.util
 import re
 import tempfile
 import time
@@ -21,6 +24,7 @@ from pathlib import Path
 
 from patchspec.install import interpreter
 from patchspec.install.root import Root
+from patchspec.install.state import PRISTINE_DIR, pristine_path
 
 MODES = {0: "timestamp", 1: "unchecked-hash", 3: "checked-hash"}
 _NAME = re.compile(r"(?P<stem>[^.]+)\.(?P<tag>[^.]+)(?:\.opt-(?P<opt>[12]))?\.pyc")
@@ -36,6 +40,38 @@ def cached(root: Root, rel: str) -> list[str]:
     base = Path(rel).parent.as_posix()
     return [f"{base}/__pycache__/{p.name}".removeprefix("./") for p in sorted(directory.iterdir())
             if (m := _NAME.fullmatch(p.name)) and m["stem"] == stem and p.is_file()]
+
+
+def keep(root: Root, rel: str, writes: dict[str, bytes | None]) -> dict[str, bytes | None]:
+    """The pristine copies of the ``.pyc`` files of ``rel`` that ``writes`` removes or replaces: their bytes
+    at apply, kept under ``.patchspec/pristine/`` by their own path, for unapply to write back."""
+    return {pristine_path(pyc): root.read_bytes(pyc) for pyc in cached(root, rel) if pyc in writes}
+
+
+def kept(root: Root, rel: str) -> dict[str, str]:
+    """The kept pristine copies of ``rel``'s ``.pyc`` files: the ``.pyc`` path -> its copy's path."""
+    return {copy.removeprefix(f"{PRISTINE_DIR}/"): copy for copy in cached(root, pristine_path(rel))}
+
+
+def restored(root: Root, rel: str, pristine: bytes) -> dict[str, bytes | None]:
+    """The writes that put back the ``.pyc`` files apply kept for ``rel`` (whose ``pristine`` text comes
+    back) and drop their copies. A copy is written back only when it is byte code of that text as far as
+    this process can tell (a timestamp one names its size; a hash-based one of this Python, its hash);
+    else it is dropped and Python compiles the text at the next import."""
+    writes: dict[str, bytes | None] = {}
+    for pyc, copy in kept(root, rel).items():
+        data = root.read_bytes(copy)
+        writes[copy] = None
+        how = mode(data)
+        if how == "timestamp":
+            ok = int.from_bytes(data[12:16], "little") == len(pristine) & 0xFFFFFFFF
+        elif how is not None and data[:4] == importlib.util.MAGIC_NUMBER:
+            ok = data[8:16] == importlib.util.source_hash(pristine)
+        else:
+            ok = how == "checked-hash"      # another Python's: the one that reads it checks it
+        if ok:
+            writes[pyc] = data
+    return writes
 
 
 def removed(root: Root, rel: str) -> dict[str, None]:

@@ -25,6 +25,7 @@ def drop_stale(root: Root, state: State, records: PipRecords, names: list[str],
             if status in (REPLACED, REMOVED):
                 state.drop_file(rel)
                 writes[pristine_path(rel)] = None
+                writes.update(dict.fromkeys(bytecode.kept(root, rel).values()))
                 how = f"replaced by {records.where(rel)}" if status == REPLACED else "removed with its package"
                 notes.append(f"dropped: {rel}: {how}; the record of {name} ({rec.release}) for it is gone, "
                              "the file is left as it is")

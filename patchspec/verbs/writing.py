@@ -95,7 +95,10 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         writes.update(state.add_spec(spec.name, rec, pristine, patched, runtime,
                                      {rel: records.hash(rel) for rel in pristine}))
         writes.update(patched)
-        writes.update(bytecode.rewrites(root, patched, runs))
+        compiled = bytecode.rewrites(root, patched, runs)
+        for rel in pristine:
+            writes.update(bytecode.keep(root, rel, compiled))
+        writes.update(compiled)
         writes.update(runtime)
         writes[STATE_FILE] = state.dump()
         txn.commit(root, writes)
@@ -219,11 +222,13 @@ def _unapply_locked(root: Root, name: str, force: bool, runs: interpreter.Interp
         if status in (REPLACED, REMOVED):
             state.drop_file(rel)
             writes[pristine_path(rel)] = None
+            writes.update(dict.fromkeys(bytecode.kept(root, rel).values()))
             how = f"replaced by {records.where(rel)}" if status == REPLACED else "removed with its package"
             actions.append(FileAction(rel, f"left as it is ({how}); record dropped"))
     others = applied_specs(state, root, exclude=name)
     expected = {rel: state.files[rel].pristine_sha256 for rel in state.specs[name].files}
     rec, released, unused = state.drop_spec(name)
+    kept_pyc: dict[str, bytes | None] = {}
     for rel in rec.files:
         if rel in released:
             pristine = root.read_bytes(pristine_path(rel))
@@ -232,6 +237,7 @@ def _unapply_locked(root: Root, name: str, force: bool, runs: interpreter.Interp
                                      "nothing was written", file=str(root.path / pristine_path(rel)))
             writes[rel] = pristine
             writes[pristine_path(rel)] = None
+            kept_pyc.update(bytecode.restored(root, rel, pristine))
             actions.append(FileAction(rel, "restored"))
         else:
             remaining = [others[n] for n in state.files[rel].specs]
@@ -241,6 +247,7 @@ def _unapply_locked(root: Root, name: str, force: bool, runs: interpreter.Interp
             writes[rel] = data
             actions.append(FileAction(rel, f"restored under {', '.join(state.files[rel].specs)}"))
     writes.update(bytecode.rewrites(root, {a.path: writes[a.path] for a in actions if a.path in writes}, runs))
+    writes.update(kept_pyc)     # the byte code apply kept, back with its pristine text
     for rel in unused:
         writes[rel] = None
         writes.update(bytecode.removed(root, rel))
@@ -270,6 +277,8 @@ def forget(spec_name_or_path: str, root_path: str, lock_timeout: float = 30.0) -
         snippet_sha = {rel: state.snippets[rel].sha256 for rel in state.specs[name].snippets}
         rec, released, unused = state.drop_spec(name)
         writes: dict[str, bytes | None] = {pristine_path(rel): None for rel in released}
+        for rel in released:
+            writes.update(dict.fromkeys(bytecode.kept(root, rel).values()))
         actions = [FileAction(rel, "left as it is; record dropped") for rel in rec.files]
         for rel in unused:
             if sha256(root.read_bytes(rel)) == snippet_sha[rel]:

@@ -12,7 +12,6 @@ import pytest
 
 from patchspec.install import bytecode, txn
 from patchspec.cli import main
-from patchspec.install.root import Root
 from tests.state.toy import in_child, points, tree
 from tests.verify_toy import PATCHED_OUT, PRISTINE_OUT, run, toy_venv, write_spec
 
@@ -87,3 +86,25 @@ def test_verify_says_when_the_module_runs_stale_unchecked_byte_code(tmp_path, ca
     out = capsys.readouterr().out
     assert f"not-live: vtoy send#0 insert_before Session.send in vpkg/mod.py (the module ran stale byte code: " \
            f"{pyc} (unchecked-hash) was compiled from another text)" in out
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("where", ["venv", "bare directory"])
+def test_unapply_puts_back_the_byte_code_apply_removed_or_replaced_byte_for_byte(tmp_path, mode, where):
+    """Before, with no interpreter known for the root (a bare directory) apply removed the hash-based
+    ``.pyc`` files of a patched file and unapply left them gone; in a venv unapply compiled them anew
+    (not the bytes pip or compileall wrote). Now apply keeps them beside the pristine copy and unapply
+    writes them back: the root is the tree it was."""
+    python, site = toy_venv(tmp_path)
+    spec = write_spec(tmp_path / "spec")
+    _compileall(python, site, mode)
+    root = site
+    if where == "bare directory":
+        root = tmp_path / "bare"
+        shutil.copytree(site, root, symlinks=True)
+    before = tree(root)
+    assert main(["apply", spec, "--root", str(root)]) == 0
+    if mode != "timestamp":
+        assert tree(root) != before and (root / ".patchspec/pristine/vpkg/__pycache__").is_dir()
+    assert main(["unapply", "vtoy", "--root", str(root)]) == 0
+    assert tree(root) == before
