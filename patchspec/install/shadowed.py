@@ -44,7 +44,7 @@ def fallback_bindings(rel: str, name: str, read: Callable[[str], str | None]) ->
         text = read(init)
         try:
             tree = ast.parse(text) if text else None
-        except SyntaxError:
+        except (SyntaxError, RecursionError, MemoryError):   # the plan says why it cannot be patched
             continue
         if tree is None:
             continue
@@ -67,7 +67,7 @@ def fallback_aliases(rel: str, name: str, read: Callable[[str], str | None]) -> 
     text = read(rel)
     try:
         tree = ast.parse(text) if text else None
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError):   # the plan says why it cannot be patched
         return []
     if tree is None:
         return []
