@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from patchspec.errors import Exit, PatchspecError, printable, severity_exit
 
 if TYPE_CHECKING:
+    from patchspec.install.root import Root
     from patchspec.results import FileAction, Record
 
 
@@ -112,7 +113,7 @@ def cmd_compile(args) -> Outcome:
     out.results += [Row(r) for r in prepared.plan.resolved]
     out.lines += [plan_line(r) for r in prepared.plan.resolved]
     if args.output:
-        _write_output(args.output, prepared.root.path, texts)
+        _write_output(args.output, prepared.root, texts)
         for rel in texts:
             out.results.append(FileAction(rel, "written", args.output))
         out.lines.append(f"wrote {len(texts)} file(s) under {args.output}")
@@ -122,13 +123,16 @@ def cmd_compile(args) -> Outcome:
     return out
 
 
-def _write_output(output: str, root: Path, texts: dict[str, str]) -> None:
+def _write_output(output: str, source: Root, texts: dict[str, str]) -> None:
     """``compile -o OUT``: copies of the patched files under OUT, a directory outside the root (patching the
     root is apply's, journaled and with pristine copies). Every path is checked before anything is written
     (``root.inside``: none leaves OUT, none lands in the root), and each file is written new and renamed
-    over its place, so no file is written through a link."""
+    over its place, so no file is written through a link. Each is in its file's own encoding, as apply
+    writes it."""
+    from patchspec.compiler import encoding
     from patchspec.install.root import inside
 
+    root = source.path
     out = Path(os.path.realpath(output))
     if out == root or root in out.parents:
         raise PatchspecError(f"-o {output} is inside the root ({root}): compile writes copies elsewhere; "
@@ -141,12 +145,13 @@ def _write_output(output: str, root: Path, texts: dict[str, str]) -> None:
         if root in target.parents:
             raise PatchspecError(f"compiled file {rel!r} would land inside the root ({root}) through -o {output}; "
                                  "nothing was written", file=str(target))
+    data = {rel: encoding.encode(text, source.read_bytes(rel)) for rel, text in texts.items()}
     for rel, target in targets.items():
         tmp = target.with_name(target.name + ".patchspec-tmp")
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644), "wb") as handle:
-                handle.write(texts[rel].encode("utf-8"))
+                handle.write(data[rel])
             os.replace(tmp, target)
         except OSError as exc:
             raise PatchspecError(f"cannot write the compiled file: {exc.strerror}", file=str(target)) from None

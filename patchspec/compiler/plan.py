@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from patchspec.compiler import gcpause, lint, pattern, rewrite, scope
-from patchspec.compiler.edits import ConflictError, LineEdit, NodeEdit, ResolveError, Status, marked_line
+from patchspec.compiler.edits import ConflictError, LineEdit, NodeEdit, Place, ResolveError, Status, marked_line
 from patchspec.compiler.emit import render_fragment, splice
 from patchspec.compiler.source import (STAND_IN_PREFIX, SourceError, SourceFile, TargetAmbiguous, TargetNotLive,
                                        split_lines)
@@ -280,8 +280,9 @@ def _check_rewrites(rows: list[Resolved], definitions: dict) -> None:
     """A rewrite (replace, remove, set) must leave every other spec's edit where it was matched: refused
     when another spec's edit is on the rewritten code, inside it, or on a statement or call holding it (its
     anchor would change); the target definition itself (a wrap, a class member) does not count. Within one
-    spec, another transform's edit inside the rewritten code (or a second rewrite of the same code) would be
-    lost, as the rewrite puts new code in its place: refused too, naming both transforms."""
+    spec, another transform's edit inside the rewritten code (or a second rewrite of the same code, or an insert
+    next to a statement removed) would be lost, as the rewrite puts new code in its place: refused too, naming both
+    transforms."""
     placed = [(r, e) for r in rows for e in r.edits if isinstance(e, NodeEdit) and e.action.anchors]
     for r, edit in placed:
         if not edit.action.rewrites:
@@ -289,6 +290,9 @@ def _check_rewrites(rows: list[Resolved], definitions: dict) -> None:
         definition = definitions[(r.file, r.function)]
         inside = rewrite.subtree(edit.node)
         around = {id(n) for n in definition.ancestors(edit.node)} - {id(definition.fragment.node)}
+        removed = edit.action.place is Place.INSTEAD and not any(   # no statement left in its place
+            isinstance(e.new, cst.BaseStatement) for e in r.edits
+            if e.node is edit.node and e.action.place is Place.INSTEAD)
         for other, theirs in placed:
             if other is r or id(theirs.node) == id(definition.fragment.node):
                 continue
@@ -296,6 +300,12 @@ def _check_rewrites(rows: list[Resolved], definitions: dict) -> None:
                 continue
             if other.spec == r.spec:
                 same = theirs.node is edit.node
+                if same and removed and not theirs.action.rewrites:
+                    raise ConflictError(
+                        f"spec {r.spec}: {r.target}#{r.index} ({r.kind}, line {r.line}) removes the statement that "
+                        f"{other.target}#{other.index} ({other.kind}, line {other.line}) is anchored on, so that edit "
+                        f"would be lost: replace that statement by the code instead (a replace whose `by` holds it)",
+                        r.file, r.line, [loc for loc in (other.spec_loc, r.spec_loc) if loc])
                 if (id(theirs.node) in inside and not same) or (same and theirs.action.rewrites):
                     raise ConflictError(
                         f"spec {r.spec}: {r.target}#{r.index} ({r.kind}, line {r.line}) rewrites the code that "

@@ -249,10 +249,11 @@ def _fallback_alias(module, top, patched, mine):
 
 
 def _aliases(body, top):
-    """Names a module-level ``NAME = top`` binds inside the module's ``if``/``try`` blocks."""
+    """Names a module-level ``NAME = top`` binds inside the module's ``if``/``try`` blocks, or ``NAME = c_x
+    or top`` / ``NAME = c_x if c_x else top`` anywhere (stdlib json's ``scanstring``)."""
     found = []
     for stmt in body:
-        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Name) and stmt.value.id == top:
+        if isinstance(stmt, ast.Assign) and top in _choices(stmt.value):
             found += [t.id for t in stmt.targets if isinstance(t, ast.Name) and t.id != top]
         for block in ("body", "orelse", "finalbody"):
             if isinstance(stmt, (ast.If, ast.Try)):
@@ -260,6 +261,17 @@ def _aliases(body, top):
         for handler in getattr(stmt, "handlers", []) if isinstance(stmt, ast.Try) else []:
             found += _aliases(handler.body, top)
     return found
+
+
+def _choices(value):
+    """The names an expression may evaluate to: a name, either side of ``or``, either branch of ``if``."""
+    if isinstance(value, ast.Name):
+        return [value.id]
+    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or):
+        return [name for part in value.values for name in _choices(part)]
+    if isinstance(value, ast.IfExp):
+        return _choices(value.body) + _choices(value.orelse)
+    return []
 
 
 def _compiled(obj):

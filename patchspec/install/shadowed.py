@@ -44,7 +44,7 @@ def fallback_bindings(rel: str, name: str, read: Callable[[str], str | None]) ->
         text = read(init)
         try:
             tree = ast.parse(text) if text else None
-        except SyntaxError:
+        except (SyntaxError, RecursionError, MemoryError):   # the plan says why it cannot be patched
             continue
         if tree is None:
             continue
@@ -67,7 +67,7 @@ def fallback_aliases(rel: str, name: str, read: Callable[[str], str | None]) -> 
     text = read(rel)
     try:
         tree = ast.parse(text) if text else None
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError):   # the plan says why it cannot be patched
         return []
     if tree is None:
         return []
@@ -85,7 +85,38 @@ def fallback_aliases(rel: str, name: str, read: Callable[[str], str | None]) -> 
             out.append(f"{rel}:{other.line}: {alias} is bound in {scope.label(other.path)} by {other.describe()}, "
                        f"and to {name} only in {scope.label(mine[0].path)} (line {mine[0].line}): when the import "
                        f"runs, callers of {alias} do not reach {name} (verify shows which runs)")
+    return out + chosen_aliases(rel, tree, name)
+
+
+def chosen_aliases(rel: str, tree: ast.Module, name: str) -> list[str]:
+    """``rel`` binding another name to ``c_x or name`` (``c_x if c_x else name``), where ``c_x`` is an
+    import (stdlib json's ``scanstring = c_scanstring or py_scanstring``): where the import runs, callers
+    of that name do not reach ``name``."""
+    out = []
+    for stmt in scope.level_statements(tree.body):
+        if not (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.BoolOp | ast.IfExp)
+                and name in _choices(stmt.value)):
+            continue
+        imported = [(other, b) for other in dict.fromkeys(_choices(stmt.value)) if other != name
+                    for b in scope.level_bindings(tree.body, other) if isinstance(b.node, ast.Import | ast.ImportFrom)]
+        aliases = [t.id for t in stmt.targets if isinstance(t, ast.Name) and t.id != name]
+        if imported and aliases:
+            (other, first), alias = imported[0], aliases[0]
+            out.append(f"{rel}:{stmt.lineno}: {alias} is bound to `{ast.unparse(stmt.value)}`, and {other} is "
+                       f"bound in {scope.label(first.path)} by {first.describe()} (line {first.line}): when the "
+                       f"import runs, callers of {alias} do not reach {name} (verify shows which runs)")
     return out
+
+
+def _choices(value: ast.expr) -> list[str]:
+    """The names an expression may evaluate to: a name, either side of ``or``, either branch of ``if``."""
+    if isinstance(value, ast.Name):
+        return [value.id]
+    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or):
+        return [n for part in value.values for n in _choices(part)]
+    if isinstance(value, ast.IfExp):
+        return _choices(value.body) + _choices(value.orelse)
+    return []
 
 
 def _imports_from(node: ast.stmt, package: str, module: str) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tests.hostile.arena import VICTIM, arena, one_line, run
 from tests.state.toy import tree
+from tests.verify_toy import install, write_spec
 
 
 def _compile(capsys, ground, out) -> tuple[int, str]:
@@ -46,3 +47,34 @@ def test_a_directory_link_out_of_out_is_refused_before_anything_is_written(tmp_p
         assert sorted(p.name for p in out.iterdir()) == ["pkg"]
     assert tree(ground.root) == before
     ground.untouched()
+
+
+LATIN = "# -*- coding: latin-1 -*-\nGREETING = 'café'\n\n\ndef greet(s):\n    return GREETING + s\n"
+
+LATIN_SPEC = '''spec: 1
+name: vtoy
+summary: A hook in a latin-1 module.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: greet
+    file: vpkg/lat.py
+    function: greet
+    transforms:
+      - insert_before: {anchor: "return GREETING + s", code: "s = s or 'né'"}
+'''
+
+
+def test_a_latin_1_file_is_written_under_out_in_its_own_encoding(tmp_path, capsys):
+    """Before: the copy under OUT was UTF-8 under its latin-1 cookie ('é' as two bytes, read back 'Ã©')."""
+    site = tmp_path / "site"
+    install(site, {"vpkg/__init__.py": ""})
+    (site / "vpkg" / "lat.py").write_bytes(LATIN.encode("latin-1"))
+    spec = write_spec(tmp_path / "spec", LATIN_SPEC, "")
+    before = tree(site)
+    code, err = run(capsys, "compile", spec, "--root", str(site), "-o", str(tmp_path / "out"))
+    assert code == 0, err
+    data = (tmp_path / "out" / "vpkg" / "lat.py").read_bytes()
+    ours = [line for line in data.splitlines(keepends=True) if b"# patchspec: vtoy" in line]
+    assert b"".join(line for line in data.splitlines(keepends=True) if line not in ours) == LATIN.encode("latin-1")
+    assert "    s = s or 'né'  # patchspec: vtoy\n" in data.decode("latin-1")
+    assert tree(site) == before

@@ -349,3 +349,71 @@ def test_another_python_class_of_the_name_is_named_by_its_file_not_as_built_in(t
     assert f"callers of vpkg.Argument reach vpkg.core.Argument ({site}/vpkg/core.py) instead" in out, out
     assert "built-in" not in out
     assert run(python, code="import vpkg; print(vpkg.parser.Argument().take(1))") == ["HOOK take", "1"]
+
+
+SCANNER = '''try:
+    from ._speedups import scanstring as c_scanstring
+except ImportError:
+    c_scanstring = None
+
+
+def py_scanstring(s):
+    return "py:" + str(s)
+
+
+scanstring = {value}
+
+
+def loads(s):
+    return scanstring(s)
+'''
+
+SCANNER_SPEC = '''spec: 1
+name: vtoy
+summary: A hook in the pure scanner.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: scan
+    file: vpkg/decoder.py
+    function: py_scanstring
+    transforms:
+      - insert_before: {anchor: "return \\"py:\\" + str(s)", code: "print('HOOK scan')"}
+'''
+
+SCANNER_FORMS = ["c_scanstring or py_scanstring", "c_scanstring if c_scanstring else py_scanstring"]
+
+
+@pytest.mark.parametrize("value", SCANNER_FORMS)
+@pytest.mark.parametrize("speedups", [True, False])
+def test_a_fallback_chosen_by_or_or_if_is_not_live_when_the_accelerator_is(tmp_path, capsys, value, speedups):
+    """stdlib json's and simplejson's shape: ``scanstring = c_scanstring or py_scanstring``. Before: an
+    ``insert_before`` in ``py_scanstring`` was "verified: 1 live" while ``loads`` ran the C scanner."""
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": "", "vpkg/decoder.py": SCANNER.format(value=value)})
+    so = build_extension(site / "vpkg", "vpkg._speedups", {"scanstring": "c:"}) if speedups else None
+    spec = write_spec(tmp_path / "spec", SCANNER_SPEC, SNIPPET)
+    before = tree(site)
+    code = "import vpkg.decoder; print(vpkg.decoder.loads('x'))"
+    if speedups:
+        assert main(["apply", spec, "--root", str(site)]) == 2
+        err = capsys.readouterr().err
+        assert (f"vpkg.decoder.scanstring is vpkg._speedups.scanstring (compiled: {so}), and scanstring is bound "
+                "to py_scanstring only in a fallback branch: a patch of decoder.py_scanstring does not run for "
+                "callers of vpkg.decoder.scanstring") in err, err
+        assert "--no-verify" not in err and tree(site) == before
+        assert run(python, code=code) == ["c:x"]
+    else:
+        assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+        assert run(python, code=code) == ["HOOK scan", "py:x"]
+
+
+@pytest.mark.parametrize("value", SCANNER_FORMS)
+def test_init_warns_statically_of_a_fallback_chosen_by_or_or_if(tmp_path, capsys, value):
+    """Before: init said nothing of ``scanstring`` holding the imported ``c_scanstring`` when it is there."""
+    site = tmp_path / "site"
+    install(site, {"vpkg/__init__.py": "", "vpkg/decoder.py": SCANNER.format(value=value)})
+    assert main(["init", "toy-fix", "--root", str(site), "--target", "vpkg/decoder.py:py_scanstring",
+                 "--dir", str(tmp_path / "fix")]) == 0
+    assert (f"warning: vpkg/decoder.py:11: scanstring is bound to `{value}`, and c_scanstring is bound in try by "
+            "`from ._speedups import scanstring as c_scanstring` (line 2): when the import runs, callers of "
+            "scanstring do not reach py_scanstring") in capsys.readouterr().out

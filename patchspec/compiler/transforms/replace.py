@@ -8,6 +8,7 @@ nothing to do: drift calls that transform obsolete.
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from patchspec.compiler import pattern, rewrite
 from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
@@ -20,12 +21,27 @@ STATEMENT = Action("replace-statement", Place.INSTEAD, rewrites=True, lint=lambd
 
 def already(ctx: TargetContext, pattern_text: str, code: str) -> bool:
     """Whether the change is there: the target holds the replacement once, and whatever the pattern still
-    matches lies inside it (``$A and $B`` matches inside ``not s and a and b``)."""
+    matches lies inside it (``$A and $B`` matches inside ``not s and a and b``). A held node the pattern
+    itself matches still needs the rewrite (``g($$$REST)`` holds ``g(str(x), y)``, which
+    ``g(str($S), $$$REST)`` drops an argument of), unless every replacement is a match of the pattern."""
     place = held(ctx, code)
     if place is None:
         return False
     matcher = pattern.to_matcher(pattern.parse(pattern_text, "rewrite"))
-    return all(id(n) in place for n, _ in ctx.definition.find_bound(matcher))
+    matched = [n for n, _ in ctx.definition.find_bound(matcher)]
+    if not all(id(n) in place for n in matched):
+        return False
+    return not any(rewrite.subtree(n) == place for n in matched) or _extends(matcher, code)
+
+
+def _extends(matcher, code: str) -> bool:
+    """Whether ``code`` (its metavariables as names) is itself a match of the pattern's ``matcher``."""
+    parsed = pattern.parse(code, "replacement")
+    if isinstance(parsed, cst.Module):
+        if len(parsed.body) != 1:
+            return False
+        parsed = parsed.body[0]
+    return m.matches(parsed, matcher)
 
 
 def replacement(ctx: TargetContext, code: str, bound: dict, expression: bool):

@@ -43,7 +43,7 @@ def async_scheduling_off_for_pipeline(vllm_config: VllmConfig) -> None:
         scheduler_config.async_scheduling = False
         return
     raise NotImplementedError(
-        f"--async-scheduling does not work with pipeline_parallel_size={pp} on HPU (the "
-        "HPU runner's non-last stages take the sampled tokens from the scheduler): drop "
-        "it or pass --no-async-scheduling"
+        f"--async-scheduling does not work with pipeline_parallel_size={pp} on HPU "
+        "(the HPU runner's non-last stages take the sampled tokens from the "
+        "scheduler): drop it or pass --no-async-scheduling"
     )

@@ -128,7 +128,9 @@ def start_up_settings(vllm_config: Any) -> dict[str, Any]:
         "model config.json": None
         if hf_config is None
         else hashlib.sha256(hf_config.to_json_string().encode()).hexdigest()[:16],
-        "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": vllm_envs.VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS,
+        "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": (
+            vllm_envs.VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS
+        ),
         "VLLM_HPU_PP_TIMEOUT_S": envs.VLLM_HPU_PP_TIMEOUT_S,
         "VLLM_PP_TRANSFER_TIMEOUT_S": envs.VLLM_PP_TRANSFER_TIMEOUT_S,
         "VLLM_HPU_PP_HCCL_WORLD_CHECK": envs.VLLM_HPU_PP_HCCL_WORLD_CHECK,
@@ -314,10 +316,10 @@ def _check_settings(
 
 def handshake_at_start_up(fn):
     """For ``wrap`` on ``init_worker_distributed_environment(vllm_config, rank,
-    distributed_init_method, ...)`` (vLLM's worker and vllm-gaudi's, whose modules import
-    ``get_pp_group``): at pipeline size > 1, check this node's layer partition before the
-    rendezvous, and once the groups exist shake hands with the neighbour stages; a
-    refusal anywhere in it reaches every rank (``rendezvous.py``)."""
+    distributed_init_method, ...)`` (vLLM's worker and vllm-gaudi's, whose modules
+    import ``get_pp_group``): at pipeline size > 1, check this node's layer partition
+    before the rendezvous, and once the groups exist shake hands with the neighbour
+    stages; a refusal anywhere in it reaches every rank (``rendezvous.py``)."""
 
     @functools.wraps(fn)
     def init_worker_distributed_environment(
@@ -339,7 +341,7 @@ def handshake_at_start_up(fn):
             envs.VLLM_PP_START_UP_TIMEOUT_S,
             {"VLLM_HPU_PP_HCCL_WORLD_CHECK": envs.VLLM_HPU_PP_HCCL_WORLD_CHECK},
         ):
-            # VLLM_PP_LAYER_PARTITION as the model classes read it: a bad one raises here
+            # VLLM_PP_LAYER_PARTITION as the model classes read it (a bad one raises)
             stage_layers(vllm_config, 0, stages)
             result = fn(vllm_config, rank, distributed_init_method, *args, **kwargs)
             # the wrapped module's own accessor (both modules import vLLM's)

@@ -116,3 +116,26 @@ def test_a_removed_module_level_name_the_file_still_reads_is_refused():
     planner.emit(plan, [one])
     assert [p.text for p in plan.problems] == ["the patched file still reads _OctalPatt at line 8, which t#0 removes "
                                                "at module level: NameError there; rewrite that line too"]
+
+
+@pytest.mark.parametrize("insert", [
+    pytest.param({"insert_after": {"anchor": "a = g(data)", "code": "data = 1"}}, id="an-insert-after-it"),
+    pytest.param({"insert_before": {"anchor": "a = g(data)", "code": "data = 1"}}, id="an-insert-before-it"),
+])
+def test_a_statement_one_spec_removes_and_edits_next_to_is_one_conflict_naming_both(insert):
+    """The output held only the removal, the inserted line lost, while compile and check said both apply."""
+    from patchspec.compiler import plan as planner
+    from patchspec.compiler.edits import ConflictError
+    from tests.compiler.helpers import FILE
+    from tests.compiler.kinds.cases import spec
+
+    source = "from m import g\n\ndef f(data):\n    a = g(data)\n    return a\n"
+    remove = {"remove": {"statement": "a = g(data)"}}
+    for transforms in ((remove, insert), (insert, remove)):
+        one = spec("f", *transforms)
+        plan = planner.resolve([one], {FILE: source}.get, lambda pkg: True)
+        assert not plan.errors, [r.detail for r in plan.errors]
+        lost = r"spec fix: t#[01] \(remove, line 4\) removes the statement that t#[01] \(insert_\w+, line 4\)"
+        with pytest.raises(ConflictError, match=lost + " is anchored on, so that edit would be lost") as caught:
+            planner.emit(plan, [one])
+        assert len(caught.value.spec_locations) == 2

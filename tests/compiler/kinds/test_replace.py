@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from patchspec.compiler import drift
 from patchspec.compiler import plan as planner
 from patchspec.compiler.edits import ConflictError
 from tests.compiler.helpers import FILE
@@ -117,6 +118,19 @@ CASES = [
 
                  _attr_key_re = re.compile(r"[\s/>=]", flags=re.ASCII)  # patchspec: fix
                  """, id="replace-a-module-level-assignment-the-target-names"),
+    pytest.param("f", {"replace": {"pattern": "g(str($S), $$$REST)", "by": "g($$$REST)"}},
+                 """
+                 from m import g
+
+                 def f(x, y):
+                     return g(str(x), y, 3)
+                 """,
+                 """
+                 from m import g
+
+                 def f(x, y):
+                     return g(y, 3)  # patchspec: fix
+                 """, id="replace-by-a-more-general-call-drops-the-argument-it-matched"),
 ]
 
 
@@ -186,3 +200,15 @@ def test_comments_a_replacement_starts_and_ends_with_are_kept_as_the_diff_has_th
     assert patched("f", {"replace": {"pattern": "rv = g(d)", "by": by}}, source) == (
         "from m import g\n\ndef f(d):\n    # first, the items\n    items = list(d)  # patchspec: fix\n"
         "    rv = g(items)  # patchspec: fix\n    # then the rest\n    return rv\n")
+
+
+@pytest.mark.parametrize("source,obsolete", [
+    pytest.param("def f(x, y):\n    return g(str(x), y, 3)\n", False, id="the-pattern-s-match-still-needs-it"),
+    pytest.param("def f(x, y):\n    return g(y, 3)\n", True, id="the-rewritten-call-is-obsolete"),
+])
+def test_a_by_more_general_than_its_pattern_holds_the_replacement_only_where_the_pattern_no_longer_matches(
+        source, obsolete):
+    """``g($$$REST)`` matches ``g(str(x), y, 3)`` too: it was called obsolete, exit 0, the argument kept."""
+    rows = drift.file_drift(spec("f", {"replace": {"pattern": "g(str($S), $$$REST)", "by": "g($$$REST)"}}),
+                            FILE, "from m import g\n\n" + source, None, True, {})
+    assert [r.drift is drift.Drift.OBSOLETE for r in rows] == [obsolete]
