@@ -9,8 +9,8 @@ optimisation level by the root's interpreter when the file's tag is that interpr
 interpreter's, or no interpreter known to compile it) removed. A timestamp one names its source's mtime
 and size, which the write changes, so Python compiles the new text at the next import: it is left as it
 is, unless it could pass for the new text (the same size, an mtime of now), when it is removed. Python
-then compiles the source at the next import. Apply keeps the bytes of every ``.pyc`` it removes or
-replaces of a file it is the first to patch beside that file's pristine copy (``.patchspec/pristine/`` +
+then compiles the source at the next import. Apply keeps the bytes of every ``.pyc`` of a file it is the
+first to patch beside that file's pristine copy (``.patchspec/pristine/`` +
 the ``.pyc`` path), and unapply writes them back with the pristine text: the root is as it was, byte for
 byte. A ``.pyc`` with no kept copy (one written after apply) is compiled anew or removed as above.
 """
@@ -42,10 +42,12 @@ def cached(root: Root, rel: str) -> list[str]:
             if (m := _NAME.fullmatch(p.name)) and m["stem"] == stem and p.is_file()]
 
 
-def keep(root: Root, rel: str, writes: dict[str, bytes | None]) -> dict[str, bytes | None]:
-    """The pristine copies of the ``.pyc`` files of ``rel`` that ``writes`` removes or replaces: their bytes
-    at apply, kept under ``.patchspec/pristine/`` by their own path, for unapply to write back."""
-    return {pristine_path(pyc): root.read_bytes(pyc) for pyc in cached(root, rel) if pyc in writes}
+def keep(root: Root, rel: str) -> dict[str, bytes | None]:
+    """The pristine copies of the ``.pyc`` files of ``rel``: their bytes at apply, kept under
+    ``.patchspec/pristine/`` by their own path, for unapply to write back. A timestamp one apply leaves is
+    kept too: by unapply's time it may be one Python wrote for the patched text, or one that could pass for
+    the restored text (and is removed), while the kept one is the pristine text's own."""
+    return {pristine_path(pyc): root.read_bytes(pyc) for pyc in cached(root, rel)}
 
 
 def kept(root: Root, rel: str) -> dict[str, str]:

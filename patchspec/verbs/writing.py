@@ -95,10 +95,9 @@ def apply(spec_path: str, release: str, root_path: str, only: set[str] | None = 
         writes.update(state.add_spec(spec.name, rec, pristine, patched, runtime,
                                      {rel: records.hash(rel) for rel in pristine}))
         writes.update(patched)
-        compiled = bytecode.rewrites(root, patched, runs)
         for rel in pristine:
-            writes.update(bytecode.keep(root, rel, compiled))
-        writes.update(compiled)
+            writes.update(bytecode.keep(root, rel))
+        writes.update(bytecode.rewrites(root, patched, runs))
         writes.update(runtime)
         writes[STATE_FILE] = state.dump()
         txn.commit(root, writes)
