@@ -115,14 +115,16 @@ def start_up_settings(vllm_config: Any) -> dict[str, Any]:
     set on this node."""
     from vllm import envs as vllm_envs
 
-    model = vllm_config.model_config
-    scheduler = vllm_config.scheduler_config
+    # read as stage_layers reads the config: a setting a configuration lacks is None
+    model = getattr(vllm_config, "model_config", None)
+    scheduler = getattr(vllm_config, "scheduler_config", None)
+    cache = getattr(vllm_config, "cache_config", None)
     hf_config = getattr(model, "hf_config", None)
     settings: dict[str, Any] = {
-        "--max-num-seqs": scheduler.max_num_seqs,
-        "--max-num-batched-tokens": scheduler.max_num_batched_tokens,
+        "--max-num-seqs": getattr(scheduler, "max_num_seqs", None),
+        "--max-num-batched-tokens": getattr(scheduler, "max_num_batched_tokens", None),
         "--max-model-len": getattr(model, "max_model_len", None),
-        "--block-size": vllm_config.cache_config.block_size,
+        "--block-size": getattr(cache, "block_size", None),
         "--dtype": str(getattr(model, "dtype", None)),
         "--quantization": getattr(model, "quantization", None),
         "model config.json": None
