@@ -41,11 +41,7 @@ def fallback_bindings(rel: str, name: str, read: Callable[[str], str | None]) ->
     for depth in range(len(parts) - 1, 0, -1):
         package = ".".join(parts[:depth])
         init = "/".join(parts[:depth]) + "/__init__.py"
-        text = read(init)
-        try:
-            tree = ast.parse(text) if text else None
-        except (SyntaxError, RecursionError, MemoryError):   # the plan says why it cannot be patched
-            continue
+        tree = _tree(read(init))
         if tree is None:
             continue
         bindings = [b for b in scope.level_bindings(tree.body, name) if b.path]
@@ -60,15 +56,21 @@ def fallback_bindings(rel: str, name: str, read: Callable[[str], str | None]) ->
     return out
 
 
+def _tree(text: str | None) -> ast.Module | None:
+    """The module in ``text``; None when there is none or Python cannot parse it (the plan says why)."""
+    if not text:
+        return None
+    try:
+        return ast.parse(text)
+    except (SyntaxError, RecursionError, MemoryError):
+        return None
+
+
 def fallback_aliases(rel: str, name: str, read: Callable[[str], str | None]) -> list[str]:
     """``rel`` itself binding another name to ``name`` only in some branches and by an import in another
     (pyrsistent's ``pvector = python_pvector`` / ``from pvectorc import pvector``): where the import runs,
     callers of that name do not reach ``name``."""
-    text = read(rel)
-    try:
-        tree = ast.parse(text) if text else None
-    except (SyntaxError, RecursionError, MemoryError):   # the plan says why it cannot be patched
-        return []
+    tree = _tree(read(rel))
     if tree is None:
         return []
     aliases = {t.id for stmt in scope.level_statements(tree.body) if isinstance(stmt, ast.Assign)
