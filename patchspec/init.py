@@ -12,6 +12,7 @@ Nothing is written when any file exists already or a function is not found.
 """
 from __future__ import annotations
 
+import ast
 import difflib
 import re
 from dataclasses import dataclass
@@ -33,12 +34,13 @@ from patchspec.releases.profiles import profile_path
 class Hooked:
     file: str
     function: str
+    whole: bool = False   # the hook named by the whole qualified name: the short one is another target's
 
     @property
     def hook(self) -> str:
         parts = self.function.split(".")
-        named = parts[-2:] if len(parts) > 1 and parts[-1] in ACCESSORS else parts[-1:]   # host.setter
-        return "wrap_" + re.sub(r"\W", "_", "_".join(named)).strip("_").lower()
+        named = parts if self.whole else parts[-2:] if len(parts) > 1 and parts[-1] in ACCESSORS else parts[-1:]
+        return "wrap_" + "_".join(re.sub(r"\W", "_", p).strip("_") for p in named).lower()   # host_setter
 
     @property
     def target_id(self) -> str:
@@ -60,7 +62,7 @@ def scaffold(name: str, root_path: str, targets: list[str], directory: str) -> t
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
         raise PatchspecError(f"spec name {name!r}: use lower-case letters, digits and dashes")
     root = Root.open(root_path)
-    hooked = [parse_target(t, root) for t in targets]
+    hooked = _distinct_hooks([parse_target(t, root) for t in targets])
     for item in hooked:
         _check_defined(root, item)
     package = name.replace("-", "_")
@@ -92,7 +94,18 @@ def scaffold(name: str, root_path: str, targets: list[str], directory: str) -> t
         raise
     read = root.read_text
     warned = [w for item in hooked for w in shadowed.warnings(root, item.file, item.function, read)]
+    if draft.text is None:   # the profile draft needs a human: say so, never "wrote" it
+        warned += [f"the first profile, {draft.path}, was not written: {need}; once the spec holds: patchspec "
+                   f"profile new {release} --root {root.path} --spec {out / f'{name}.yaml'}" for need in draft.needs]
+        return list(files), list(dict.fromkeys(warned))
     return [*files, draft.path], list(dict.fromkeys(warned))
+
+
+def _distinct_hooks(hooked: list[Hooked]) -> list[Hooked]:
+    """Each target its own hook: two ``__call__`` targets would define one ``wrap_call`` twice, and an edit
+    of the first would do nothing (the second definition wins)."""
+    short = [h.hook for h in hooked]
+    return [Hooked(h.file, h.function, whole=True) if short.count(h.hook) > 1 else h for h in hooked]
 
 
 def _check_defined(root: Root, item: Hooked) -> None:
@@ -109,6 +122,12 @@ def _check_defined(root: Root, item: Hooked) -> None:
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise PatchspecError(f"--target: {item.function} is not defined in {item.file}{hint}",
                              file=str(root.path / item.file))
+    if isinstance(node, ast.ClassDef):   # a wrap of a class is refused: init drafts wraps only
+        methods = [n.name for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+        example = f" (e.g. {item.function}.{methods[0]})" if methods else ""
+        raise PatchspecError(f"--target: {item.function} is a class, and init drafts a wrap of each target: name "
+                             f"a method of it{example}, or add add_method/add_attribute to the spec by hand; "
+                             "nothing was written", file=str(root.path / item.file))
 
 
 def _spec_text(name: str, package: str, hooked: list[Hooked]) -> str:

@@ -79,7 +79,7 @@ class Spec:
         """Where this spec's edits go among other specs' edits of the same place."""
         return self.order, self.name
 
-    def with_targets(self, targets: tuple[Target, ...]) -> "Spec":
+    def with_targets(self, targets: tuple[Target, ...]) -> Spec:
         return replace(self, targets=targets)
 
     @property

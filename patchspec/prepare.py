@@ -6,20 +6,22 @@ runs the compiler; what the compiler finds becomes a user error at the spec's li
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchspec import snippets
-from patchspec.compiler.plan import Plan, resolve
+from patchspec.compiler.edits import Status
+from patchspec.compiler.plan import Plan, Resolved, resolve
 from patchspec.errors import PatchspecError
 from patchspec.install import installed, shadowed, txn
-from patchspec.install.pristine import pristine_reader
+from patchspec.install.pristine import pristine_reader, refuse_edited, refuse_unrecorded
 from patchspec.install.root import Root
-from patchspec.install.state import State, load_state
+from patchspec.install.state import State, load_state, sha256
 from patchspec.model import Spec, package_of
 from patchspec.releases import profiles
 from patchspec.spec import load_spec, load_spec_bytes
-from patchspec.verdict import compile_plan, emit_checked, raise_plan_errors
+from patchspec.verdict import compile_plan, emit_checked, raise_if_upstream, raise_plan_errors
 
 
 @dataclass
@@ -32,7 +34,7 @@ class Prepared:
     plan: Plan
     profile: profiles.Profile
     raw_spec: bytes
-    read: object  # rel -> pristine text or None
+    read: Callable[[str], str | None]  # rel -> pristine text or None
     warnings: list[str] = field(default_factory=list)  # said in the report and kept in the state record
 
 
@@ -101,3 +103,63 @@ def patched_texts(specs: list[Spec], files: set[str], root: Root, state: State) 
 
 def compile_spec(prepared: Prepared) -> dict[str, str]:
     return compile_plan(prepared.spec, prepared.plan, prepared.read)
+
+
+@dataclass
+class Compiled:
+    """A spec prepared on a root and compiled with what its state record holds: what ``apply`` writes from.
+    For a spec the record lists already nothing is compiled (``applied``: the verb checks it is as written)."""
+
+    prepared: Prepared
+    skipped: list[Resolved]            # the transforms the plan skips (another package, ``--only``)
+    applied: bool                      # the record lists the spec: nothing below is computed
+    files: set[str] = field(default_factory=set)            # the files the spec patches
+    texts: dict[str, str] = field(default_factory=dict)     # each one's text with every spec on it applied
+    pristine: dict[str, bytes | None] = field(default_factory=dict)   # the files no spec patched before
+    warnings: list[str] = field(default_factory=list)       # the prepared spec's, then RECORD's on ``pristine``
+
+    @property
+    def spec(self) -> Spec:
+        return self.prepared.spec
+
+
+def compile_on_root(spec_path: str, release: str, root: Root, state: State, records: installed.PipRecords,
+                    only: set[str] | None = None, base: Spec | None = None) -> Compiled:
+    """The spec resolved and compiled on the root as ``state`` records it, in the order apply refuses
+    (one ``PatchspecError``): a transform that does not resolve, nothing left to patch, a file another spec
+    patched that was edited since, a file to keep as pristine that carries a marker no record explains,
+    then the compiled spec not holding (a conflict, lint, a binding). Each file's text is computed from its
+    pristine text with every spec the record lists on it and this one, in stacking order."""
+    prepared = prepare(spec_path, release, root, only, state, base)
+    spec = prepared.spec
+    skipped = [r for r in prepared.plan.resolved if r.status == Status.SKIPPED]
+    if spec.name in state.specs:
+        return Compiled(prepared, skipped, applied=True)
+    raise_plan_errors(prepared.plan)
+    files = set(prepared.plan.files)
+    if not files:
+        raise_if_upstream(spec, prepared.plan)
+        raise PatchspecError(f"nothing to apply: every target of {spec.name} was skipped", file=spec_path)
+    for rel in files & set(state.files):
+        refuse_edited(root, state, rel)
+    warnings = list(prepared.warnings)
+    pristine = _pristine_copies(root, state, records, sorted(files - set(state.files)), warnings)
+    sharing = [s for n, s in applied_specs(state, root).items() if n in state.touching(files)]
+    texts = compile_spec(prepared)  # the spec alone holds on this release, its bindings included
+    if sharing:
+        texts = patched_texts([*sharing, spec], files, root, state)
+    return Compiled(prepared, skipped, applied=False, files=files, texts=texts, pristine=pristine, warnings=warnings)
+
+
+def _pristine_copies(root: Root, state: State, records: installed.PipRecords, rels: list[str],
+                     warnings: list[str]) -> dict[str, bytes | None]:
+    """The bytes of each file the spec is the first to patch, kept as its pristine copy: refused when it
+    carries a marker no record explains; a warning (added to ``warnings``) when it is not what pip installed."""
+    pristine = {rel: root.read_bytes(rel) for rel in rels}
+    for rel, data in pristine.items():
+        refuse_unrecorded(root, state, rel, data)
+        want = records.hash(rel)
+        if want is not None and want != sha256(data):
+            warnings.append(f"{rel} differs from what {records.where(rel)} installed (its RECORD "
+                            "sha256): changed after install; kept as the pristine copy all the same")
+    return pristine

@@ -13,16 +13,16 @@ import ast
 import enum
 import os
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, TypedDict
 
 import libcst as cst
 
 from patchspec.compiler import scope
 from patchspec.compiler.edits import NodeEdit, Status
+from patchspec.compiler.kind import Key, Live
 from patchspec.compiler.plan import RUNTIME_PACKAGE, Plan, Resolved, edited_lines
 from patchspec.compiler.source import SourceError, SourceFile
 from patchspec.compiler.transforms import KINDS
-from patchspec.compiler.kind import Key, Live
 from patchspec.install import interpreter
 from patchspec.install.root import Root
 from patchspec.install.state import State, sha256
@@ -54,6 +54,7 @@ class Proof:
     modules: list[ModuleImport] = field(default_factory=list)
     interpreter: str = ""
     dead: list[Row] = field(default_factory=list)   # not live, and no source patch can be (compiled code runs)
+    bypassed: list[Row] = field(default_factory=list)   # live, while callers of a package name run compiled code
 
     @property
     def failed(self) -> list[Row]:
@@ -61,6 +62,25 @@ class Proof:
 
 
 DEFAULT = "default"   # the probe's check of a parameter's default: the live function's __defaults__
+
+
+class Check(TypedDict, total=False):
+    """What the probe must show of one transform (``install/probe.py`` reads it by ``how``): where the live
+    name is, and what its check compares there."""
+
+    how: str                 # a ``Live`` value, or ``DEFAULT``
+    file: str
+    function: str
+    names: list[str]         # module-name, binding: the names bound (at the owner's level)
+    owner: str               # binding: the class or module that binds them ("" for the module)
+    gone: list[str]          # binding: the names the new text no longer binds
+    parameter: str           # default: the parameter and its new default's text
+    value: str
+    first_line: int          # the definition's first line (its first decorator's)
+    dispatcher: str          # a singledispatch handler: the dispatcher whose registry calls it
+    name: str                # class-member: the member and whether it is a method
+    method: bool
+    lines: list[int]         # code-lines: the lines of the transform in the definition
 
 
 def module_name(rel: str) -> str:
@@ -73,7 +93,8 @@ def prove(root: Root, spec: Spec, plan: Plan, state: State, python: interpreter.
     """Ask ``python`` to import every module the spec patched and show each transform live there."""
     rows = [r for r in plan.resolved if r.status != Status.SKIPPED and r.file in state.specs[spec.name].files]
     texts = {rel: root.read_text(rel) for rel in {r.file for r in rows}}
-    checks, static = {}, {}
+    checks: dict[int, Check] = {}
+    static: dict[int, str | None] = {}
     written = edited_lines(plan, spec, {rel: text for rel, text in texts.items() if text is not None})
     for number, r in enumerate(rows):
         static[number], checks[number] = _expect(spec, r, texts[r.file], state, root, written.get(id(r)))
@@ -89,7 +110,7 @@ def prove(root: Root, spec: Spec, plan: Plan, state: State, python: interpreter.
         "modules": list(modules.values()), "snippet_dir": snippet_dir,
         "snippet_module": package and f"{RUNTIME_PACKAGE}.{package}"}, timeout)
     imported = answer["modules"]
-    out, dead = [], []
+    out, dead, bypassed = [], [], []
     for number, r in enumerate(rows):
         if static[number] is not None:
             out.append(Row(r, Liveness.NOT_LIVE, static[number]))
@@ -107,19 +128,21 @@ def prove(root: Root, spec: Spec, plan: Plan, state: State, python: interpreter.
             out.append(Row(r, Liveness.LIVE if shown["live"] else Liveness.NOT_LIVE, shown["why"]))
             if shown.get("dead"):
                 dead.append(out[-1])
+            if shown["live"] and shown.get("bypassed"):
+                bypassed.append(out[-1])
     module_rows = [ModuleImport(name, Imported(info["status"]), info["detail"]) for name, info in imported.items()]
-    return Proof(out, module_rows, f"{python.path} ({answer['version']}, {python.how})", dead)
+    return Proof(out, module_rows, f"{python.path} ({answer['version']}, {python.how})", dead, bypassed)
 
 
 def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
-            root: Root, written: set[int] | None = None) -> tuple[str | None, dict]:
+            root: Root, written: set[int] | None = None) -> tuple[str | None, Check]:
     """What the probe must show for ``r`` (its check), or why the file alone already shows it is not.
     ``written``: the lines of the file its own edits wrote, where its lines are looked for when known."""
     kind = KINDS[r.kind]
     record = state.files.get(r.file)
     if text is None or record is None or sha256(root.read_bytes(r.file)) != record.patched_sha256:
         return f"{r.file} is not as apply wrote it (edited or replaced since)", {}
-    check = {"how": kind.live.value, "file": str(root.path / r.file), "function": r.function}
+    check: Check = {"how": kind.live.value, "file": str(root.path / r.file), "function": r.function}
     if kind.live is Live.MODULE_NAME:
         code = next(v for k, v in _params(spec, r).items() if kind.keys[k] is Key.CODE)
         return None, {**check, "names": bound_names(code)}
@@ -127,12 +150,12 @@ def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
     params = _params(spec, r)
     if r.binding:   # the target's own assignment replaced or removed: what its new text binds at that level
         owner = r.function.rpartition(".")[0]
-        names = kind.binds(params).here
+        here = kind.binds(params).here
         bound = scope.module_names(ast.parse(text)) if not owner else None   # what the patched module binds
-        gone = sorted(kind.binds(params).unbinds - names - bound) if bound is not None else []
-        return None, {**check, "how": Live.BINDING.value, "owner": owner, "names": sorted(names), "gone": gone}
+        gone = sorted(kind.binds(params).unbinds - here - bound) if bound is not None else []
+        return None, {**check, "how": Live.BINDING.value, "owner": owner, "names": sorted(here), "gone": gone}
     if live is Live.BINDING and "parameter" in params:  # evaluated where the def runs: the live defaults show it
-        check.update(how=DEFAULT, parameter=params["parameter"], value=params["value"])
+        check.update({"how": DEFAULT, "parameter": params["parameter"], "value": params["value"]})
     elif live is Live.BINDING and "name" in params:
         live = Live.CODE_LINES   # an assignment inside a function: the function's code shows it
         check["how"] = live.value
@@ -146,7 +169,7 @@ def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
         return str(exc), {}
     if node is None:
         return f"{r.function} is not defined in {r.file} as patched", {}
-    check["first_line"] = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    first = check["first_line"] = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
     registered = scope.registered_type(node)
     if registered:   # a singledispatch handler: what dispatch calls is in its dispatcher's registry
         owner = r.function.rpartition(".")[0]
@@ -155,11 +178,10 @@ def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
         name = next(v for k, v in _params(spec, r).items() if kind.keys[k] is Key.IDENTIFIER)
         return None, {**check, "name": name, "method": kind.hook is not None}
     if live is Live.CODE_LINES:
-        lines = text.splitlines()[check["first_line"] - 1:node.end_lineno]
+        lines = text.splitlines()[first - 1:node.end_lineno]
         found = []
         for needle in _needles(r):
-            at = [check["first_line"] + i for i, line in enumerate(lines) if needle in line
-                  and (not written or check["first_line"] + i in written)]
+            at = [first + i for i, line in enumerate(lines) if needle in line and (not written or first + i in written)]
             if not at:
                 return f"{needle!r} is not in {r.function} in {r.file} as patched", {}
             found += at

@@ -19,6 +19,7 @@ from patchspec.compiler.plan import Resolved
 
 IS_TYPE = {"is_type": True}       # field metadata: this field's value is the record's ``type``
 OPTIONAL = {"optional": True}     # field metadata: left out of the JSON while it is None
+NOT_JSON = {"not_json": True}     # field metadata: no JSON key of its own (another key's value reads it)
 
 
 class Record:
@@ -26,6 +27,8 @@ class Record:
     declared with ``IS_TYPE`` metadata carries it; ``key`` metadata renames a field's JSON key."""
 
     TYPE: ClassVar[str] = ""
+    if typing.TYPE_CHECKING:   # every record is a dataclass (``dataclasses.fields`` takes it)
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[typing.Any]]]
 
     @property
     def type(self) -> str:
@@ -35,7 +38,7 @@ class Record:
     @classmethod
     def json_fields(cls) -> list[dataclasses.Field]:
         """The fields that are JSON keys beside ``type`` (the output schema's properties)."""
-        return [f for f in dataclasses.fields(cls) if not f.metadata.get("is_type")]
+        return [f for f in dataclasses.fields(cls) if not f.metadata.get("is_type") and not f.metadata.get("not_json")]
 
     @classmethod
     def json_hints(cls) -> dict:
@@ -140,14 +143,42 @@ class FileState(enum.StrEnum):
     MISSING = "missing"
 
 
+class FileDone(enum.StrEnum):
+    """What a verb did to a file (``FileAction``); ``{}`` takes the action's detail."""
+
+    PATCHED = "patched"
+    UNCHANGED = "unchanged"                          # apply: the spec is applied already
+    WRITTEN = "written"                              # compile -o, init, record, profile new
+    RESTORED = "restored"                            # unapply: the pristine bytes back
+    RESTORED_UNDER = "restored under {}"             # unapply: the text of the specs still on it (named)
+    LEFT = "left as it is; record dropped"           # forget
+    LEFT_STALE = "left as it is ({}); record dropped"    # unapply: replaced or removed since (how)
+    SNIPPET_REMOVED = "removed (a snippet file patchspec wrote)"
+    SNIPPET_LEFT = "left as it is (not as patchspec wrote it)"
+    EDIT_APPLIED = "replaced by the spec applied"    # record: the hand-edited file is the spec applied now
+
+
 @dataclass(frozen=True)
 class FileAction(Record):
-    """What a verb did to a file: ``patched``, ``written`` (``under`` a directory given), restored, ..."""
+    """What a verb did to a file (``done``, ``under`` a directory given); its JSON ``action`` is ``done``
+    with its ``detail`` (the specs still on it, why it was left)."""
 
     TYPE: ClassVar[str] = "file"
     path: str
-    action: str
+    done: FileDone = field(metadata={"key": "action"})
     under: str | None = field(default=None, metadata=OPTIONAL)
+    detail: str = field(default="", kw_only=True, metadata=NOT_JSON)
+
+    @property
+    def action(self) -> str:
+        return self.done.format(self.detail) if "{}" in self.done else str(self.done)
+
+    @classmethod
+    def json_hints(cls) -> dict:
+        return {**super().json_hints(), "done": str}   # a phrase: ``done`` with its detail
+
+    def to_json(self) -> dict:
+        return {**super().to_json(), "action": self.action}
 
 
 @dataclass(frozen=True)

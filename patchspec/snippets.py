@@ -2,20 +2,23 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import libcst as cst
 
 from patchspec.compiler import pattern, snippet_api
+from patchspec.compiler.kind import Hook
 from patchspec.compiler.plan import RUNTIME_PACKAGE
 from patchspec.compiler.source import SourceFile
 from patchspec.compiler.transforms import KINDS
-from patchspec.compiler.kind import Hook
 from patchspec.errors import PatchspecError
-from patchspec.model import Spec
 from patchspec.install.root import Root
+from patchspec.model import Spec
+
+T = TypeVar("T")
 
 RUNTIME_INIT = f"{RUNTIME_PACKAGE}/__init__.py"
 RUNTIME_INIT_TEXT = b'"""Runtime snippets installed by patchspec; removed by `patchspec unapply`."""\n'
@@ -24,15 +27,18 @@ RUNTIME_INIT_TEXT = b'"""Runtime snippets installed by patchspec; removed by `pa
 def package_dir(spec: Spec) -> Path:
     """The spec's snippet package: under ``snippets.path`` (relative to the spec), else under
     ``runtime_snippets/`` beside the spec or beside its parent directory (a repository's specs/ folder)."""
+    package = spec.snippet_package
+    if package is None:
+        raise PatchspecError("the spec has no snippet package (no `snippets:`)", file=spec.path)
     here = Path(spec.path).resolve().parent
     bases = ([here / spec.snippet_dir] if spec.snippet_dir
              else [here / "runtime_snippets", here.parent / "runtime_snippets"])
     for base in bases:
-        if (base / spec.snippet_package / "__init__.py").is_file():
-            return base / spec.snippet_package
-    tried = " or ".join(str(b / spec.snippet_package / "__init__.py") for b in bases)
+        if (base / package / "__init__.py").is_file():
+            return base / package
+    tried = " or ".join(str(b / package / "__init__.py") for b in bases)
     where = spec.snippets_loc
-    raise PatchspecError(f"snippet package {spec.snippet_package!r} not found: no {tried}", file=spec.path,
+    raise PatchspecError(f"snippet package {package!r} not found: no {tried}", file=spec.path,
                          line=where.line if where else None, col=where.col if where else None)
 
 
@@ -52,7 +58,7 @@ class PackageFiles:
         return sorted(self.root.rglob("*.py"))
 
 
-def read_package(read, spec: Spec):
+def read_package(read: Callable[[snippet_api.PackageSource], dict[str, T]], spec: Spec) -> dict[str, T]:
     """``snippet_api.exports`` or ``declared_uses`` of the spec's package; a broken package is a user error."""
     if spec.snippet_package is None:
         return {}
@@ -67,7 +73,7 @@ def validate(spec: Spec) -> None:
     """Every hook a transform names is exported by the snippet package, its arguments bind, and its
     signature fits its use (a decorator takes the one function; a method's first parameter the instance);
     the alias is a name, not a keyword, since the spec loaded (``spec.build_spec``)."""
-    if spec.snippet_package is None:
+    if spec.snippet_package is None or spec.alias is None:   # the schema asks for both or neither
         _no_hooks(spec)
         return
     exported = read_package(snippet_api.exports, spec)
@@ -75,6 +81,7 @@ def validate(spec: Spec) -> None:
         for t in target.transforms:
             kind = KINDS[t.kind]
             for key, value in t.params.items():
+                node: cst.CSTNode
                 if key == kind.hook_key:
                     node = cst.parse_expression(f"{spec.alias}.{value}(_)" if kind.hook is Hook.DECORATOR
                                                 else f"{spec.alias}.{value}")
@@ -145,7 +152,7 @@ def imports(spec: Spec) -> list[tuple[str, str, int]]:
                 if stmt.level:
                     anchor = ".".join(package[:len(package) - stmt.level + 1])
                     out.append((f"{anchor}.{stmt.module}" if stmt.module else anchor, str(path), stmt.lineno))
-                else:
+                elif stmt.module:   # an absolute import names its module
                     out.append((stmt.module, str(path), stmt.lineno))
     return out
 

@@ -9,18 +9,18 @@ import functools
 import hashlib
 import json
 import keyword
+import re
 from importlib import resources
 from pathlib import Path
 
 import jsonschema
 
-from patchspec.compiler import bounds, pattern
-from patchspec.compiler.transforms import KINDS, transform_schema
-from patchspec.compiler.kind import ACKNOWLEDGE, Key
 from patchspec import yamlloc
+from patchspec.compiler import bounds, pattern
+from patchspec.compiler.kind import ACKNOWLEDGE, Key
+from patchspec.compiler.transforms import KINDS, transform_schema
 from patchspec.errors import PatchspecError, warn
 from patchspec.model import Loc, ObsoleteWhen, Spec, Target, Transform
-
 
 
 def schema_text(name: str) -> str:
@@ -49,13 +49,15 @@ def schema_errors(data, file: str, name: str = "spec") -> None:
 
 
 def _explain(error: jsonschema.ValidationError) -> str:
-    if "propertyNames" in error.schema_path and error.validator == "enum":
-        return f"unknown key {error.instance!r}; expected one of {', '.join(error.validator_value)}"
-    if error.validator == "pattern" and list(error.absolute_path)[-1:] == ["file"]:
-        if error.instance.startswith("/"):
-            return (f"{error.instance!r} is an absolute path; a target file is a path relative to the root, as "
+    # an enum's value is its list of names, a pattern's instance the string it did not match
+    expected, instance = error.validator_value, error.instance
+    if "propertyNames" in error.schema_path and error.validator == "enum" and isinstance(expected, list):
+        return f"unknown key {instance!r}; expected one of {', '.join(expected)}"
+    if error.validator == "pattern" and list(error.absolute_path)[-1:] == ["file"] and isinstance(instance, str):
+        if instance.startswith("/"):
+            return (f"{instance!r} is an absolute path; a target file is a path relative to the root, as "
                     "the package installs it (pkg/module.py)")
-        return f"{error.instance!r} is not a Python file (a path relative to the root ending in .py)"
+        return f"{instance!r} is not a Python file (a path relative to the root ending in .py)"
     if error.validator == "additionalProperties":
         return error.message.replace("were unexpected", "are not allowed").replace(
             "was unexpected", "is not allowed")
@@ -216,7 +218,11 @@ def _check_pattern(text: str, form: str, where: Loc) -> None:
     try:
         pattern.parse(text, form)
     except pattern.PatternError as exc:
-        raise PatchspecError(str(exc), file=where.file, line=where.line, col=where.col) from None
+        named = re.search(r"\$+[A-Z_][A-Z0-9_]*", text) if form in ("statement", "expression") else None
+        message = (f"{text!r}: {named.group()} is a metavariable, which only replace and guard patterns take; "
+                   "an anchor matches with `...` (any expression, or any run of arguments or statements): "
+                   f"{text.replace(named.group(), '...')!r}") if named else str(exc)
+        raise PatchspecError(message, file=where.file, line=where.line, col=where.col) from None
 
 
 def _check_path(rel: str, where: Loc) -> None:

@@ -3,12 +3,14 @@ place that turns the compiler's findings (an unresolved transform, a conflict, w
 that does not hold) into a user error at the spec's line:col."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from patchspec import snippets
 from patchspec.compiler import bindings, snippet_api
 from patchspec.compiler.edits import ConflictError, Status
 from patchspec.compiler.plan import Plan, emit
 from patchspec.errors import Location, PatchspecError
-from patchspec.model import Spec, package_of
+from patchspec.model import Loc, Spec, package_of
 
 
 def raise_plan_errors(plan: Plan) -> None:
@@ -16,7 +18,7 @@ def raise_plan_errors(plan: Plan) -> None:
     if plan.errors:
         first = plan.errors[0]
         more = f" (and {len(plan.errors) - 1} more)" if len(plan.errors) > 1 else ""
-        definition = plan.definitions.get((first.file, first.function))
+        definition = plan.definitions.get(first.key)
         line = first.lines[0] if first.lines else definition.node.lineno if definition else None
         source = Location(first.file, line)
         # an anchor missing from one of several definitions of the name: say which one was searched
@@ -25,7 +27,7 @@ def raise_plan_errors(plan: Plan) -> None:
                        f"{first.detail}{where}{more}; nothing was written", first.spec_loc, source)
 
 
-def _at_spec(message: str, spec_loc, *source: Location) -> PatchspecError:
+def _at_spec(message: str, spec_loc: Loc | None, *source: Location) -> PatchspecError:
     if spec_loc is None:
         first, *rest = source
         return PatchspecError(message, file=first.file, line=first.line, also=tuple(rest))
@@ -37,18 +39,18 @@ def emit_checked(plan: Plan, specs: list[Spec]) -> dict[str, str]:
     try:
         texts = emit(plan, specs)
     except ConflictError as exc:
-        first, *rest = exc.spec_locations or [None]
+        first, rest = (exc.spec_locations[0], exc.spec_locations[1:]) if exc.spec_locations else (None, [])
         raise _at_spec(f"{exc.message}; nothing was written", first, *[Location(r.file, r.line, r.col) for r in rest],
-                       Location(exc.file, exc.line)) from None
+                       exc.locations[0]) from None   # a conflict's first location is its source line
     if plan.problems:
-        first = plan.problems[0]
+        problem = plan.problems[0]
         more = f" (and {len(plan.problems) - 1} more)" if len(plan.problems) > 1 else ""
-        raise _at_spec(f"{first.spec}: {first.text}{more}; nothing was written", first.where,
-                       Location(first.file, first.line))
+        raise _at_spec(f"{problem.spec}: {problem.text}{more}; nothing was written", problem.where,
+                       Location(problem.file, problem.line))
     return texts
 
 
-def compile_plan(spec: Spec, plan: Plan, read) -> dict[str, str]:
+def compile_plan(spec: Spec, plan: Plan, read: Callable[[str], str | None]) -> dict[str, str]:
     """The one verdict of validate, compile, apply and profile new on a spec resolved on a root: the patched
     texts, or the first thing that refuses it (an unresolved transform, a conflict, what lint finds in the
     patched file, a ``USES`` binding the release lacks) raised at the spec's line:col."""
@@ -69,7 +71,7 @@ def raise_if_upstream(spec: Spec, plan: Plan) -> None:
                              f"the fix is upstream", file=spec.path)
 
 
-def binding_problems(spec: Spec, plan: Plan, read) -> list[str]:
+def binding_problems(spec: Spec, plan: Plan, read: Callable[[str], str | None]) -> list[str]:
     """What anchors cannot show: a member or signature the snippets use (their ``USES``) that the release
     lacks, or what lint found in the inserted code (a name not bound before it...): emit first."""
     present = {package_of(r.file) for r in plan.resolved if r.status != Status.SKIPPED}

@@ -171,12 +171,11 @@ def locate(data, path) -> tuple[int, int]:
     """The line and column of the node at ``path`` (keys and indexes), or of its deepest known parent."""
     where = getattr(data, "start", (1, 1))
     for part in path:
-        locs = getattr(data, "locs", None)
         try:
             if isinstance(data, LocMap):
-                where = locs.get(part, where)
+                where = data.locs.get(part, where)
             elif isinstance(data, LocList):
-                where = locs[part]
+                where = data.locs[part]
             data = data[part]
         except (KeyError, IndexError, TypeError):
             break

@@ -28,8 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from patchspec.releases import cache, profiles  # noqa: E402
 from patchspec.errors import PatchspecError  # noqa: E402
+from patchspec.releases import cache, profiles  # noqa: E402
 from patchspec.spec import SHIPPED, load_spec  # noqa: E402
 
 DOC = REPO / "docs" / "drift.md"

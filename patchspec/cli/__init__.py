@@ -38,9 +38,9 @@ class _Version(argparse.Action):
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of every verb in ``VERBS``, in the table's order."""
-    debug = argparse.ArgumentParser(add_help=False)
+    debug = _Parser(add_help=False)
     debug.add_argument("--debug", action="store_true", help="show the traceback of an internal error")
-    common = argparse.ArgumentParser(add_help=False, parents=[debug])
+    common = _Parser(add_help=False, parents=[debug])
     common.add_argument("--json", action="store_true", help="print one JSON envelope instead of lines")
     parser = _Parser(prog="patchspec", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action=_Version, help="show program's version number and exit")
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
                     dest="action", required=True, parser_class=_Parser)
             where = groups[group]
         p = where.add_parser(name, help=verb.help, parents=[common if verb.json else debug],
-                             **({"description": verb.help} if verb.description else {}))
+                             description=verb.help if verb.description else None)
         p.set_defaults(run=verb)
         for arg in verb.args:
             if isinstance(arg, OneOf):

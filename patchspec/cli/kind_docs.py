@@ -19,7 +19,7 @@ VERIFY = REPO / "docs" / "verify.md"
 SCHEMA = Path(__file__).resolve().parent.parent / "schema" / "spec.schema.json"
 
 # what each check of the probe shows (``install/probe.HOW``), in the order the verify table lists them
-SHOWN_LIVE_WHEN = {
+SHOWN_LIVE_WHEN: dict[Live | str, str] = {
     Live.CODE_LINES: (
         'the function the live name leads to, through `__wrapped__` chains, is the patched definition (its '
         "file, its first line) and its code object equals the file's text compiled now; each line the "

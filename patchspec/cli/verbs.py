@@ -102,21 +102,21 @@ def _only(args) -> set[str] | None:
 
 
 def cmd_compile(args) -> Outcome:
-    from patchspec.cli.present import plan_line, report_lines
+    from patchspec.cli.present import plan_line, report_lines, written_line
     from patchspec.prepare import compile_spec, prepare
     from patchspec.releases import report
-    from patchspec.results import FileAction, Note, NoteKind, Row
+    from patchspec.results import FileAction, FileDone, NoteKind, Row, notes_of
 
     prepared = prepare(args.spec, args.release, args.root, _only(args))
     texts = compile_spec(prepared)
-    out = _notes([Note(NoteKind.WARNING, f"warning: {w}") for w in prepared.warnings])
+    out = _notes(notes_of(NoteKind.WARNING, prepared.warnings))
     out.results += [Row(r) for r in prepared.plan.resolved]
     out.lines += [plan_line(r) for r in prepared.plan.resolved]
     if args.output:
         _write_output(args.output, prepared.root, texts)
         for rel in texts:
-            out.results.append(FileAction(rel, "written", args.output))
-        out.lines.append(f"wrote {len(texts)} file(s) under {args.output}")
+            out.results.append(FileAction(rel, FileDone.WRITTEN, args.output))
+        out.lines.append(written_line(len(texts), args.output))
     drifted = report.drift(args.spec, args.root, prepared.release)
     out.results += drifted.records()
     out.lines += report_lines(drifted)
@@ -160,49 +160,32 @@ def _write_output(output: str, source: Root, texts: dict[str, str]) -> None:
 def _notes(notes) -> Outcome:
     """Recovery of an interrupted run, records dropped after an upgrade, warnings (``results.Note``): before
     a verb's lines."""
-    return Outcome(Exit.OK, list(notes), [n.text for n in notes])
+    from patchspec.cli.present import note_line
+
+    return Outcome(Exit.OK, list(notes), [note_line(n) for n in notes])
 
 
 def cmd_apply(args) -> Outcome:
+    from patchspec.cli.present import apply_lines
+    from patchspec.results import FileAction, FileDone, Row
     from patchspec.verbs import writing
-    from patchspec.results import FileAction, Row
 
     result = writing.apply(args.spec, args.release, args.root, _only(args), args.lock_timeout,
                        verify=not args.no_verify, python=args.python, timeout=args.timeout)
     out = _notes(result.notes)
-    for r in result.skipped:
-        out.results.append(Row(r))
-        out.lines.append(f"skipped: {r.target}#{r.index} {r.kind} ({r.detail})")
-    action = "patched" if result.changed else "unchanged"
-    for rel in result.files:
-        out.results.append(FileAction(rel, action))
-        out.lines.append(f"{'patched' if result.changed else 'already applied, unchanged'}: {rel}")
+    out.results += [Row(r) for r in result.skipped]
+    out.results += [FileAction(rel, FileDone.PATCHED if result.changed else FileDone.UNCHANGED) for rel in result.files]
     if result.proof is not None:
-        shown = _proof(result.proof)
-        out.results += shown.results
-        out.lines += [line for line in shown.lines[:-1] if not line.startswith("live: ")]
-        out.lines.append(f"verified: {shown.lines[-1]}")
-    elif result.changed:
-        out.lines.append("unverified: " + ("--no-verify" if args.no_verify else "no interpreter is known to run "
-                                          "the root; `patchspec verify SPEC --root R --python P` proves it"))
+        out.results += _proof(result.proof).results
+    out.lines += apply_lines(result, args.no_verify)
     return out
 
 
 def _proof(shown) -> Outcome:
-    """The proof's rows, its modules, and a last line counting them."""
-    from patchspec.proof import Imported
-    from patchspec.results import Liveness
+    """The proof's modules and rows, and their lines."""
+    from patchspec.cli.present import proof_lines
 
-    out = Outcome(Exit.BROKEN if shown.failed else Exit.OK)
-    out.results += shown.modules
-    out.results += shown.rows
-    out.lines += [f"{m.status}: {m.module} ({m.detail})" for m in shown.modules if m.status != Imported.IMPORTED]
-    out.lines += [f"{r.status}: {r.spec} {r.target}#{r.index} {r.kind} {r.function} in {r.file} ({r.detail})"
-                  for r in shown.rows]
-    count = {s: sum(r.status == s for r in shown.rows) for s in Liveness}
-    out.lines.append(f"{count[Liveness.LIVE]} live, {count[Liveness.STATIC]} shown statically, "
-                     f"{count[Liveness.NOT_LIVE]} not live, in {shown.interpreter}")
-    return out
+    return Outcome(Exit.BROKEN if shown.failed else Exit.OK, [*shown.modules, *shown.rows], proof_lines(shown))
 
 
 def cmd_verify(args) -> Outcome:
@@ -219,9 +202,10 @@ def cmd_unapply(args) -> Outcome:
 
 
 def _files(out: Outcome, actions: list[FileAction]) -> Outcome:
-    for done in actions:
-        out.results.append(done)
-        out.lines.append(f"{done.action}: {done.path}")
+    from patchspec.cli.present import file_line
+
+    out.results += actions
+    out.lines += [file_line(done) for done in actions]
     return out
 
 
@@ -238,26 +222,28 @@ def cmd_forget(args) -> Outcome:
 
 
 def cmd_status(args) -> Outcome:
+    from patchspec.cli.present import status_lines
     from patchspec.verbs import reading
 
     result = reading.status(args.root)
-    return Outcome(result.code, result.results, result.lines)
+    return Outcome(result.code, [*result.results], status_lines(result))
 
 
 def cmd_check(args) -> Outcome:
+    from patchspec.cli.present import check_line, note_line
     from patchspec.verbs import reading
-    from patchspec.cli.present import check_line
 
     result = reading.check(args.spec, args.release, args.root, _only(args))
-    return Outcome(result.code, result.rows + result.problems,
-                   [check_line(r) for r in result.rows] + [p.text for p in result.problems])
+    return Outcome(result.code, [*result.rows, *result.problems],
+                   [check_line(r) for r in result.rows] + [note_line(p) for p in result.problems])
 
 
 def cmd_diff(args) -> Outcome:
-    from patchspec.verbs import reading
+    from patchspec.cli.present import colorize
     from patchspec.difftext import unified
     from patchspec.prepare import prepare
     from patchspec.results import Diff
+    from patchspec.verbs import reading
 
     prepared = prepare(args.spec, args.release, args.root, _only(args))
     pieces = [(rel, unified(rel, old, new)) for rel, old, new in reading.diff_texts(prepared)
@@ -265,38 +251,29 @@ def cmd_diff(args) -> Outcome:
     text = "".join(piece for _, piece in pieces)
     if not args.json:
         color = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
-        sys.stdout.write(_colorize(text) if color else text)
+        sys.stdout.write(colorize(text) if color else text)
     return Outcome(Exit.OK, [Diff(rel, piece) for rel, piece in pieces if piece])
-
-
-def _colorize(text: str) -> str:
-    codes = {"+": "\033[32m", "-": "\033[31m", "@": "\033[36m"}
-    out = []
-    for line in text.splitlines(keepends=True):
-        code = codes.get(line[:1]) if not line.startswith(("+++", "---")) else "\033[1m"
-        out.append(f"{code}{line.rstrip(chr(10))}\033[0m\n" if code else line)
-    return "".join(out)
 
 
 def cmd_validate(args) -> Outcome:
     from patchspec import snippets
+    from patchspec.cli.present import valid_line
     from patchspec.results import SpecSummary
     from patchspec.spec import load_spec
 
     spec = load_spec(args.spec)
     snippets.validate(spec)
-    count = sum(len(t.transforms) for t in spec.targets)
-    where = ""
+    summary = SpecSummary(spec.name, len(spec.targets), sum(len(t.transforms) for t in spec.targets))
+    release = None
     if args.root:
-        from patchspec.verbs import reading
         from patchspec.prepare import compile_spec, prepare
+        from patchspec.verbs import reading
 
         prepared = prepare(args.spec, args.release, args.root)
         compile_spec(prepared)   # refuses as compile, check and apply do
         reading.check_snippet_imports(prepared, args.python)
-        where = f"; holds on {args.root} (release {prepared.release})"
-    return Outcome(Exit.OK, [SpecSummary(spec.name, len(spec.targets), count)],
-                   [f"valid: {spec.name}: {len(spec.targets)} targets, {count} transforms{where}"])
+        release = prepared.release
+    return Outcome(Exit.OK, [summary], [valid_line(summary, args.root, release)])
 
 
 def cmd_drift(args) -> Outcome:
@@ -333,19 +310,19 @@ def cmd_matrix(args) -> Outcome:
 
 
 def cmd_profile(args) -> Outcome:
+    from patchspec.cli.present import profile_lines
     from patchspec.releases.new_profile import new_profile
-    from patchspec.results import FileAction, NoteKind, notes_of
+    from patchspec.results import FileAction, FileDone, NoteKind, notes_of
 
     accept = (lambda suggestion: True) if args.accept_suggested else _ask if sys.stdin.isatty() else None
     draft = new_profile(args.release, args.root, args.spec, args.old, args.force, accept,
                                      args.allow_broken)
-    results = notes_of(NoteKind.NEEDS_HUMAN, draft.needs) + notes_of(NoteKind.NOTE, draft.notes)
-    lines = [f"needs a human: {n}" for n in draft.needs] + draft.notes
+    notes = notes_of(NoteKind.NEEDS_HUMAN, draft.needs) + notes_of(NoteKind.NOTE, draft.notes)
+    lines = profile_lines(draft, notes)
     if draft.text is None:
-        return Outcome(Exit.BROKEN, results, lines + [f"nothing written: {draft.path}"])
-    results.append(FileAction(str(draft.path), "written"))
-    broken = f" (with {len(draft.needs)} transform(s) that do not hold)" if draft.needs else ""
-    return Outcome(Exit.BROKEN if draft.needs else Exit.OK, results, lines + [f"wrote {draft.path}{broken}"])
+        return Outcome(Exit.BROKEN, [*notes], lines)
+    return Outcome(Exit.BROKEN if draft.needs else Exit.OK, [*notes, FileAction(str(draft.path), FileDone.WRITTEN)],
+                   lines)
 
 
 def _ask(suggestion: str) -> bool:
@@ -355,46 +332,30 @@ def _ask(suggestion: str) -> bool:
 
 def cmd_init(args) -> Outcome:
     from patchspec import init
+    from patchspec.cli.present import init_lines
     from patchspec.releases.cache import pypi_root
-    from patchspec.results import FileAction, Note, NoteKind
+    from patchspec.results import FileAction, FileDone, NoteKind, notes_of
 
     root = args.root or str(pypi_root(args.pypi))
     written, warned = init.scaffold(args.name, root, args.target, args.dir)
-    spec = written[0]
-    return Outcome(Exit.OK, [FileAction(str(p), "written") for p in written] + [Note(NoteKind.WARNING, w)
-                                                                                for w in warned],
-                   [f"warning: {w}" for w in warned] + [f"wrote {p}" for p in written] + [
-                       f"next: edit {written[1]}, then: patchspec apply {spec} --root SITE-PACKAGES"])
+    warnings = notes_of(NoteKind.WARNING, warned)
+    return Outcome(Exit.OK, [*(FileAction(str(p), FileDone.WRITTEN) for p in written), *warnings],
+                   init_lines(written, warnings))
 
 
 def cmd_record(args) -> Outcome:
     from patchspec import record
-    from patchspec.verbs import writing
+    from patchspec.cli.present import record_lines
     from patchspec.releases.new_profile import new_profile
-    from patchspec.results import FileAction
+    from patchspec.results import FileAction, FileDone
+    from patchspec.verbs import writing
 
     done = record.record(args.name, args.root, args.upstream, args.before, tuple(args.target), args.dir,
                          apply_edit=lambda spec, root: writing.apply(spec, "auto", root).files,
                          new_profile=lambda release, root, spec: new_profile(release, root, [spec]).path)
-    results = [FileAction(str(p), "written") for p in done.written]
-    results += [FileAction(rel, "replaced by the spec applied") for rel in done.applied]
-    lines = [f"wrote {p}" for p in done.written]
-    lines += [f"{t.file}:{t.qualname}#{index} {step.kind}: lines {_span(step.old)} -> {_span(step.new)}"
-              for t in done.targets for index, step in enumerate(t.steps)]
-    spec = done.written[0]
-    if done.applied:
-        lines += [f"applied: {rel} is now the pristine release with {spec.stem} applied (unapply gives back "
-                  "the release; your edit's own bytes are kept in the .edit directory)" for rel in done.applied]
-    else:
-        lines.append(f"next: patchspec apply {spec} --root {args.root}")
-    return Outcome(Exit.OK, results, lines + done.notes)
-
-
-def _span(lines: tuple[int, int] | None) -> str:
-    """Where a recorded step reads in the old or the new text (``-``: nothing there)."""
-    if lines is None:
-        return "-"
-    return f"{lines[0]}" if lines[0] == lines[1] else f"{lines[0]}-{lines[1]}"
+    results: list[Record] = [FileAction(str(p), FileDone.WRITTEN) for p in done.written]
+    results += [FileAction(rel, FileDone.EDIT_APPLIED) for rel in done.applied]
+    return Outcome(Exit.OK, results, record_lines(done, args.root))
 
 
 def cmd_demo(args) -> Outcome:

@@ -18,13 +18,18 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING
 
 from patchspec.compiler import scope
 from patchspec.compiler.snippet_api import signature
 from patchspec.compiler.transforms import KINDS
 
+if TYPE_CHECKING:
+    from patchspec.model import Spec
 
-def spec_binds(spec) -> dict[str, set[str]]:
+
+def spec_binds(spec: Spec) -> dict[str, set[str]]:
     """What the spec's own transforms bind, by file: module-level names (``name``) and class members
     (``Class.name``), the ``Binds`` of each kind; a snippet may use them (``USES``) like the file's own."""
     out: dict[str, set[str]] = {}
@@ -52,7 +57,7 @@ def problems(uses: dict[str, list[str]], tree_of: Callable[[str], ast.Module | N
 
 
 def check(entries: list[str], tree: ast.Module | None,
-          added: set[str] = frozenset()) -> list[tuple[str, str | None]] | None:
+          added: AbstractSet[str] = frozenset()) -> list[tuple[str, str | None]] | None:
     """Each entry with what the module lacks for it (None: it holds); None for a missing file. A name
     in ``added`` (the spec binds it: ``spec_binds``) holds."""
     if tree is None:
@@ -136,7 +141,7 @@ class _Module:
             return _binding(found, call, method=not static)
         return None
 
-    def _lookup(self, cls: ast.ClassDef, name: str):
+    def _lookup(self, cls: ast.ClassDef, name: str) -> ast.AST | None:
         """A member of ``cls`` or of its bases defined in this module, in method resolution order."""
         for klass in self._mro(cls):
             for node in klass.body:
@@ -146,10 +151,10 @@ class _Module:
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     if any(isinstance(t, ast.Name) and t.id == name for t in targets):
                         return node
-            for node in ast.walk(klass):
-                if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and node.attr == name
-                        and isinstance(node.value, ast.Name) and node.value.id == "self"):
-                    return node
+            for sub in ast.walk(klass):
+                if (isinstance(sub, ast.Attribute) and isinstance(sub.ctx, ast.Store) and sub.attr == name
+                        and isinstance(sub.value, ast.Name) and sub.value.id == "self"):
+                    return sub
             if klass in self.tree.body:
                 for attr, stmt, _value in scope.attribute_assignments(self.tree, klass.name):
                     if attr == name:
@@ -159,12 +164,12 @@ class _Module:
     def _mro(self, cls: ast.ClassDef) -> list[ast.ClassDef]:
         order = [cls]
         for base in cls.bases:
-            if isinstance(base, ast.Name) and isinstance(self.defs.get(base.id), ast.ClassDef):
-                order += [c for c in self._mro(self.defs[base.id]) if c not in order]
+            if isinstance(base, ast.Name) and isinstance(found := self.defs.get(base.id), ast.ClassDef):
+                order += [c for c in self._mro(found) if c not in order]
         return order
 
 
-def _binding(func: ast.FunctionDef, call: ast.Call, method: bool) -> str | None:
+def _binding(func: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call, method: bool) -> str | None:
     sig = signature(func)
     if method:
         sig = sig.replace(parameters=list(sig.parameters.values())[1:])

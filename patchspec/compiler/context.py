@@ -4,32 +4,39 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 import libcst as cst
 import libcst.matchers as m
 from libcst._nodes.internal import CodegenState
 
 from patchspec.compiler import pattern
-from patchspec.compiler.edits import Status, ResolveError
+from patchspec.compiler.edits import ResolveError, Status
 from patchspec.compiler.fingerprint import tokens
-from patchspec.compiler.source import DefNode, Fragment, SourceFile
+from patchspec.compiler.pattern import Matcher
+from patchspec.compiler.scope import DefNode, TargetNode
+from patchspec.compiler.source import Fragment, SourceFile
+
+N = TypeVar("N", bound=cst.CSTNode)
+# what a metavariable captured: a node, or a run of them (``$$$NAME``)
+Capture = cst.CSTNode | Sequence[cst.CSTNode]
 
 
-def consistent(captures: dict) -> dict[str, object] | None:
+def consistent(captures: dict[str, Capture]) -> dict[str, Capture] | None:
     """The captures by metavariable name, when every name used twice matched equal code; else None."""
-    by_name: dict[str, object] = {}
+    by_name: dict[str, Capture] = {}
     for key, node in captures.items():
         name, _, number = key.rpartition("__")
         if name == "_":
             continue
         if name in by_name:
-            first = by_name[name]
-            nodes = (first, node) if isinstance(node, cst.CSTNode) else (tuple(first), tuple(node))
+            first = by_name[name]   # of the same form as node: one metavariable is one or a run
             if isinstance(node, cst.CSTNode):
-                if list(tokens(first)) != list(tokens(node)):
+                if list(tokens(cast(cst.CSTNode, first))) != list(tokens(node)):
                     return None
-            elif [list(tokens(a)) for a in nodes[0]] != [list(tokens(b)) for b in nodes[1]]:
+            elif [list(tokens(a)) for a in cast(Sequence[cst.CSTNode], first)] != [list(tokens(b)) for b in node]:
                 return None
         if number == "0" or name not in by_name:
             by_name[name] = node
@@ -46,16 +53,16 @@ class Definition:
     the whole definition."""
 
     source: SourceFile
-    node: DefNode
+    node: TargetNode
     qualname: str
     needs: tuple[frozenset[str], ...] | None = None
 
     @functools.cached_property
     def fragment(self) -> Fragment:
-        if self.needs is None or not isinstance(self.node, ast.FunctionDef | ast.AsyncFunctionDef):
+        needs = self.needs
+        if needs is None or not isinstance(self.node, ast.FunctionDef | ast.AsyncFunctionDef):
             return self.source.fragment(self.node)
-        return self.source.fragment(self.node, lambda text: any(all(n in text for n in names)
-                                                                for names in self.needs))
+        return self.source.fragment(self.node, lambda text: any(all(n in text for n in names) for names in needs))
 
     @property
     def whole(self) -> cst.FunctionDef | cst.ClassDef:
@@ -86,7 +93,7 @@ class Definition:
             out.append(node)
         return out
 
-    def enclosing(self, nodes) -> set[int]:
+    def enclosing(self, nodes: Iterable[cst.CSTNode]) -> set[int]:
         """The ids of ``nodes`` and of every node that contains one of them, up to the fragment's module:
         the only nodes an edit of ``nodes`` has to rebuild."""
         parents = self._walk.parents
@@ -107,7 +114,8 @@ class Definition:
             return node
         return next(n for n in self.ancestors(node) if isinstance(n, cst.BaseStatement))
 
-    def find_bound(self, matcher, types: tuple[type, ...] = ()) -> list[tuple[cst.CSTNode, dict]]:
+    def find_bound(self, matcher: Matcher,
+                   types: tuple[type, ...] = ()) -> list[tuple[cst.CSTNode, dict[str, Capture]]]:
         """The nodes the matcher matches, each with what its metavariables captured (consistently)."""
         node_type = getattr(cst, type(matcher).__name__, cst.CSTNode)
         out = []
@@ -122,7 +130,7 @@ class Definition:
                     out.append((n, bound))
         return out
 
-    def find(self, matcher, types: tuple[type, ...] = ()) -> list[cst.CSTNode]:
+    def find(self, matcher: Matcher, types: tuple[type, ...] = ()) -> list[cst.CSTNode]:
         """The nodes the matcher matches; only nodes of the matcher's own type are tried."""
         node_type = getattr(cst, type(matcher).__name__, cst.CSTNode)  # a literal's matcher has no type
         candidates = [n for t, found in self._nodes.items() if issubclass(t, node_type) for n in found]
@@ -140,7 +148,7 @@ class Definition:
             return self.node.lineno
         line = self._lines[id(node)]
         # a one-line body was given its own lines in the fragment; in the file it is on the header's
-        return min(line, self.node.end_lineno) if self.fragment.one_line else line
+        return min(line, self.node.end_lineno or line) if self.fragment.one_line else line   # ast sets it
 
 
 @dataclass
@@ -179,7 +187,8 @@ class _WalkState(CodegenState):
             self.inside = False
 
     @contextlib.contextmanager
-    def record_syntactic_position(self, node, *, start_node=None, end_node=None):
+    def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
+                                  end_node: cst.CSTNode | None = None) -> Iterator[None]:
         if isinstance(node, cst.BaseStatement | cst.BaseSmallStatement | cst.Call):
             self.lines.setdefault(id(node), self.line)
         yield
@@ -188,7 +197,7 @@ class _WalkState(CodegenState):
 @dataclass
 class TargetContext:
     definition: Definition
-    alias: str
+    alias: str | None   # None: the spec has no snippet package
     marker: str
     owner: str
     notes: list[str] = field(default_factory=list)   # what the plan line should say about this transform
@@ -212,7 +221,7 @@ class TargetContext:
 
     def fragment_is_one_line(self) -> bool:
         """Whether the target's body shares its header's line (without parsing it when it does not)."""
-        node = self.definition.node
+        node = cast(DefNode, self.definition.node)   # asked of a class or a function target
         first = node.body[0]
         return bool(self.source.lines[first.lineno - 1][:first.col_offset].strip())
 
@@ -231,13 +240,13 @@ class TargetContext:
     def line_of(self, node: cst.CSTNode) -> int:
         return self.definition.line_of(node)
 
-    def find_one(self, text: str, form: str, what: str, types: tuple[type, ...] = ()) -> cst.CSTNode:
+    def find_one(self, text: str, form: str, what: str, types: tuple[type[N], ...]) -> N:
         """The single node of the target matching the pattern; zero or several is a ``ResolveError``."""
         found = self.definition.find(pattern.compile_pattern(text, form), types)
         if len(found) != 1:
             raise ResolveError(Status.MISSING if not found else Status.AMBIGUOUS, what,
                                [self.line_of(n) for n in found])
-        return found[0]
+        return cast(N, found[0])   # found holds only nodes of ``types``
 
     def _is(self) -> str:
         return {ast.ClassDef: "a class", ast.Assign: "an assignment", ast.AnnAssign: "an assignment"}.get(

@@ -10,19 +10,23 @@ import ast
 import dataclasses
 import difflib
 import enum
+import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
 from patchspec.compiler import bindings, fingerprint, pattern
+from patchspec.compiler.context import Definition
 from patchspec.compiler.edits import Status
-from patchspec.compiler.plan import Plan, Resolved, resolve
+from patchspec.compiler.fingerprint import Change
+from patchspec.compiler.plan import Plan, Resolved, became, resolve
 from patchspec.compiler.source import SourceError, SourceFile, span
 from patchspec.compiler.transforms import CLASS_KINDS, KINDS
-from patchspec.compiler.context import Definition
 from patchspec.model import Loc, ObsoleteWhen, Spec, Target, Transform, package_of
+
 
 class Drift(enum.StrEnum):
     """The drift class of a transform (or a snippet binding) on a release, and its severity."""
@@ -80,7 +84,7 @@ class DriftRow(Resolved):
     fingerprint: str | None = None
     expected: str | None = None
     baseline_line: int | None = None
-    changes: list[fingerprint.Change] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
     under: Drift | None = None   # for an obsolete row: the class it has apart from that
 
@@ -90,26 +94,28 @@ class DriftRow(Resolved):
             return max(1, self.under.severity if self.under is not None else 2)
         return self.drift.severity
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in dataclasses.asdict(self).items() if k != "edits"}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "DriftRow":
+    def from_dict(cls, data: dict[str, Any]) -> DriftRow:
         return cls(**{**data, "drift": Drift(data["drift"]), "under": data["under"] and Drift(data["under"]),
                       "changes": [fingerprint.Change(**c) for c in data["changes"]],
                       "candidates": [Candidate(**c) for c in data["candidates"]],
                       "spec_loc": Loc(**data["spec_loc"]) if data.get("spec_loc") else None})
 
 
-FileDrift = Callable[[Spec, str, "str | None", "str | None", bool, dict], list[DriftRow]]
+FileDrift = Callable[[Spec, str, "str | None", "str | None", bool, dict[str, str]], list[DriftRow]]
 ObsoleteLine = Callable[[ObsoleteWhen, "str | None"], "int | None"]
 
 
 def report(spec: Spec, read: Callable[[str], str | None], has_package: Callable[[str], bool],
            fingerprints: dict[str, str], baseline_read: Callable[[str], str | None] | None = None,
-           per_file: FileDrift | None = None, obsolete: ObsoleteLine | None = None) -> list[DriftRow]:
+           per_file: FileDrift | None = None, obsolete: ObsoleteLine | None = None,
+           modules: Callable[[str], list[str]] | None = None) -> list[DriftRow]:
     """Every target and transform of ``spec`` classified; ``per_file`` and ``obsolete`` may be caching
-    versions of ``file_drift`` and ``obsolete_line``."""
+    versions of ``file_drift`` and ``obsolete_line``; ``modules`` (a package -> its files) lets a target
+    whose file is gone be looked for in the others."""
     per_file = per_file or file_drift
     obsolete = obsolete or obsolete_line
     rows: list[DriftRow] = []
@@ -117,14 +123,39 @@ def report(spec: Spec, read: Callable[[str], str | None], has_package: Callable[
         present = has_package(package_of(path))
         text = read(path) if present else None
         baseline = baseline_read(path) if present and baseline_read else None
-        rows += per_file(spec, path, text, baseline, present, fingerprints)
+        found = per_file(spec, path, text, baseline, present, fingerprints)
+        hint = became(path, read) if present and text is None else ""
+        for row in found if present and text is None else ():   # the module is elsewhere in this release
+            if row.status == Status.TARGET_MISSING:
+                row.detail += hint or _defined_elsewhere(row.function, package_of(path), read, modules)
+        rows += found
     hits = [(cond, line) for cond in spec.obsolete_when if has_package(package_of(cond.file))
             and (line := obsolete(cond, read(cond.file))) is not None]
     return with_obsolete(rows, hits)
 
 
+def _defined_elsewhere(qualname: str, package: str, read: Callable[[str], str | None],
+                       modules: Callable[[str], list[str]] | None) -> str:
+    """Where another module of the package defines ``qualname`` (tenacity's ``_asyncio.py`` became
+    ``asyncio/__init__.py``), as the override that follows it; "" when none or more than one does."""
+    first = qualname.split(".")[0]
+    found = []
+    for rel in modules(package) if modules else ():
+        text = read(rel)
+        if text is None or not re.search(rf"^\s*(?:async\s+def|def|class)\s+{re.escape(first)}\b", text, re.M):
+            continue
+        try:
+            found += [rel] if SourceFile(rel, text).find(qualname) is not None else []
+        except SourceError:
+            continue
+    if len(found) != 1:
+        return ""
+    return (f"; {qualname} is defined in {found[0]} here: give the target `file: {found[0]}` (a release "
+            "profile's override, for this release only)")
+
+
 def binding_rows(spec: Spec, uses: dict[str, list[str]],
-                 check_file: Callable[[str, list[str]], "list[tuple[str, str | None]] | None"],
+                 check_file: Callable[[str, list[str]], list[tuple[str, str | None]] | None],
                  has_package: Callable[[str], bool]) -> list[DriftRow]:
     """One row per entry of the snippets' ``USES``: ``bound``, ``binding-missing``, ``binding-mismatch``, or
     ``not-checked`` when its package is not under the root; ``check_file(rel, entries)`` is
@@ -159,11 +190,15 @@ def file_drift(spec: Spec, path: str, text: str | None, baseline: str | None, pr
     return rows
 
 
+def _key(plan: Plan, target: Target) -> tuple[str, str]:
+    """The target's definition in ``plan`` (another definition of a name the plan patches has its own)."""
+    return next((r.key for r in plan.resolved if r.target == target.id), (target.file, target.function))
+
+
 def _target_rows(spec: Spec, target: Target, plan: Plan, base: Plan | None,
                  recorded: str | None) -> list[DriftRow]:
-    key = (target.file, target.function)
-    current_def = plan.definitions.get(key)
-    base_def = base.definitions.get(key) if base else None
+    current_def = plan.definitions.get(_key(plan, target))
+    base_def = base.definitions.get(_key(base, target)) if base else None
     current = _fingerprint(current_def)
     base_print = _fingerprint(base_def)
     expected = recorded or base_print
@@ -234,7 +269,7 @@ def find_candidates(spec: Spec, target: Target, source: SourceFile,
         moved = dataclasses.replace(target, function=qualname)
         trial = resolve([spec.with_targets((moved,))], lambda rel: source.text, lambda p: True,
                         sources={source.path: source})
-        held = sum(r.ok for r, t in zip(trial.resolved, target.transforms) if has_pattern(t))
+        held = sum(r.ok for r, t in zip(trial.resolved, target.transforms, strict=True) if has_pattern(t))
         if held or score >= 0.5:
             out.append(Candidate(qualname, start, round(score, 3), held))
     out.sort(key=lambda c: (-c.anchors, -c.similarity))

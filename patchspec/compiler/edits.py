@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 
@@ -41,7 +42,7 @@ class Place(enum.Enum):
     ABSORB = "absorb"      # the node moves into the ``INSTEAD`` statement of the run's first node (a guard)
 
 
-def _unchanged(node: cst.CSTNode, news: list) -> cst.CSTNode:
+def _unchanged(node: cst.CSTNode, news: list[cst.CSTNode]) -> cst.CSTNode:
     return node
 
 
@@ -52,7 +53,9 @@ class Action:
 
     name: str
     place: Place
-    apply: Callable[[cst.CSTNode, list], cst.CSTNode] = _unchanged   # NODE: (updated node, every new) -> node
+    # NODE: (updated node, every new) -> node; the node is of the type the kind's edits name (a call, a
+    # parameter, a loop), which the kind's own function takes
+    apply: Callable[[Any, list[cst.CSTNode]], cst.CSTNode] = _unchanged
     lint: Callable[[cst.CSTNode], cst.CSTNode | None] = lambda new: new  # the code lint reads (None: none)
     sees_anchor: bool = False   # the inserted code runs after the anchor: names the anchor binds are bound
     rewrites: bool = False      # it replaces or removes upstream code: no other edit may touch that code
@@ -73,6 +76,40 @@ class LineEdit:
     after_line: int        # 0 = top of file
     text: str              # whole lines, newline-terminated, already indented
     owner: str
+
+
+@dataclass
+class Resolved:
+    """One transform of one target, as it resolved on these sources."""
+
+    spec: str
+    target: str
+    index: int
+    kind: str
+    file: str
+    function: str
+    status: Status
+    line: int | None = None
+    detail: str = ""
+    lines: list[int] = field(default_factory=list)
+    note: str = ""                   # how the target or anchor was chosen, when that needs saying
+    own: bool = False                # it rewrites the target's own statement (a module- or class-level one)
+    binding: bool = False            # that statement is an assignment replaced or removed, or a definition
+                                     # removed: the module's names show it, not a function's lines
+    spec_loc: Loc | None = None      # the transform in the spec file
+    edits: list[NodeEdit | LineEdit] = field(default_factory=list, repr=False)
+    at: tuple[str, str] | None = None  # its key in Plan.definitions when not (file, function): see ``key``
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """Its definition in ``Plan.definitions``: ``(file, function)``, or ``(file, function@line)`` for
+        another definition of a name that a target of the plan already patches (two singledispatch ``_``)."""
+        return self.at or (self.file, self.function)
+
 
 
 class ResolveError(PatchspecError):

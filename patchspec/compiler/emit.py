@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any, cast
 
 import libcst as cst
 
@@ -23,70 +24,83 @@ class _ApplyNodeEdits(cst.CSTTransformer):
         for edit in edits:
             self.by_node[id(edit.node)][edit.action].append(edit.new)
 
-    def on_visit(self, node) -> bool:
+    def on_visit(self, node: cst.CSTNode) -> bool:
         """Only the edited nodes and those containing them are rebuilt; the rest is kept as it is."""
         return self.rebuilt is None or id(node) in self.rebuilt
 
-    def on_leave(self, original, updated):
+    # libcst types on_leave generic in the node type; this one takes and returns any node
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
         edits = self.by_node.get(id(original))
         if edits:
             for action in sorted((a for a in edits if a.place is Place.NODE), key=lambda a: a.stage):
                 updated = action.apply(updated, edits[action])
         if isinstance(updated, cst.IndentedBlock | cst.Module):
-            updated = updated.with_changes(**self._splice(original, updated))
+            updated = updated.with_changes(**self._splice(cast(cst.IndentedBlock | cst.Module, original), updated))
         return updated
 
-    def _news(self, node, place: Place) -> list[cst.CSTNode]:
+    def _news(self, node: cst.CSTNode, place: Place) -> list[cst.CSTNode]:
         return [new for action, news in self.by_node.get(id(node), {}).items() if action.place is place
                 for new in news]
 
-    def _splice(self, original, updated) -> dict:
+    def _splice(self, original: cst.IndentedBlock | cst.Module,
+                updated: cst.IndentedBlock | cst.Module) -> dict[str, Any]:
         """The block's statements with the statement actions done: inserted before and after, replaced,
         removed (its marker comment line kept in its place), or gathered into a guard."""
-        out: list[cst.BaseStatement] = []
+        out: list[cst.CSTNode] = []
         carried: list[cst.EmptyLine] = []           # a removed statement's lines, for the next statement
-        guard: tuple[cst.BaseCompoundStatement, list] | None = None   # the guard and its run so far
-        for orig, new in zip(original.body, updated.body):
+        guard: tuple[cst.BaseCompoundStatement, list[cst.CSTNode]] | None = None   # the guard and its run so far
+        for orig, new in zip(original.body, updated.body, strict=True):
             before, after = self._news(orig, Place.BEFORE), self._news(orig, Place.AFTER)
             instead = self._news(orig, Place.INSTEAD)
-            lead = new.leading_lines
+            lead = cast(cst.SimpleStatementLine | cst.BaseCompoundStatement, new).leading_lines
             group = [*before, new, *after]
             if guard is not None and self._news(orig, Place.ABSORB):
                 guard[1].extend(group)
                 continue
             if guard is not None:
-                out.append(fill_run(*guard))
+                out.append(_filled(guard))
                 guard = None
             statements = [n for n in instead if not isinstance(n, cst.EmptyLine)]
             if statements and holds_run(statements[0]):
-                guard = (statements[0], group)
+                guard = (cast(cst.BaseCompoundStatement, statements[0]), group)   # holds_run: a try or with
                 continue
             tail: list[cst.EmptyLine] = []   # a replacement's closing comment lines, for the next statement
             if instead:
                 group = [*before, *statements, *after]
                 if not statements:
-                    carried += [*lead, *instead]
+                    carried += [*lead, *cast(list[cst.EmptyLine], instead)]   # no statement: its lines
                     continue
                 tail = [n for n in instead[instead.index(statements[-1]) + 1:] if isinstance(n, cst.EmptyLine)]
             if group:
-                own = group[0].leading_lines if group[0] is not new else ()   # a replacement's opening comments
+                first = cast(cst.SimpleStatementLine | cst.BaseCompoundStatement, group[0])
+                own = first.leading_lines if first is not new else ()   # a replacement's opening comments
                 group = [group[0].with_changes(leading_lines=(*carried, *lead, *own)),
                          *[s.with_changes(leading_lines=()) if s is new else s for s in group[1:]]]
                 carried = tail
                 out += group
         if guard is not None:
-            out.append(fill_run(*guard))
-        changes: dict = {"body": tuple(out)}
+            out.append(_filled(guard))
+        changes: dict[str, Any] = {"body": tuple(out)}
         if carried:
             if not out and id(original) == self.synthetic:   # an indented target's own statement removed
                 self.emptied = carried
             elif not out and isinstance(updated, cst.IndentedBlock):   # its only statement removed: a marked pass
                 changes["body"] = (cst.SimpleStatementLine(
                     body=[cst.Pass()], leading_lines=tuple(carried[:-1]),
-                    trailing_whitespace=with_marker(cst.TrailingWhitespace(), carried[-1].comment.value)),)
+                    trailing_whitespace=with_marker(cst.TrailingWhitespace(), _comment(carried[-1]))),)
             else:
                 changes["footer"] = (*carried, *updated.footer)
         return changes
+
+
+def _filled(guard: tuple[cst.BaseCompoundStatement, list[cst.CSTNode]]) -> cst.BaseCompoundStatement:
+    """The guard with its run in it: the statements of the block that it gathered."""
+    return fill_run(guard[0], cast(list[cst.BaseStatement], guard[1]))
+
+
+def _comment(line: cst.EmptyLine) -> str:
+    """A removed statement's marker line: an empty line with the marker as its comment."""
+    return cast(cst.Comment, line.comment).value
 
 
 def render_fragment(fragment: Fragment, edits: list[NodeEdit], rebuilt: set[int] | None = None) -> str:

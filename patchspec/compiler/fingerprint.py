@@ -15,14 +15,16 @@ import ast
 import copy
 import difflib
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 
 from patchspec.compiler import bounds
 from patchspec.compiler.pattern import NO_VALUE, STRING_TYPES, fstring_prefix, literal_value, semantic_fields
-from patchspec.compiler.source import DefNode, SourceError, SourceFile, span
+from patchspec.compiler.scope import DefNode, TargetNode
+from patchspec.compiler.source import SourceError, SourceFile, span
 
 BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
@@ -35,7 +37,7 @@ def tokens(node: cst.CSTNode) -> Iterator[str]:
     value = literal_value(node)
     if value is not NO_VALUE:  # as patterns compare them: "a" "b" is the one string "ab"
         yield "SimpleString" if isinstance(node, STRING_TYPES) else type(node).__name__
-        yield repr(value[1])
+        yield repr(cast(tuple[str, object], value)[1])   # (type name, value), not NO_VALUE
         return
     yield type(node).__name__
     if isinstance(node, cst.FormattedString):  # its quotes are layout, its prefix is not
@@ -47,7 +49,7 @@ def tokens(node: cst.CSTNode) -> Iterator[str]:
         yield "async"
     for name, value in semantic_fields(node):
         if name == "body" and isinstance(node, cst.FunctionDef | cst.ClassDef):
-            yield from _sequence(_without_docstring(_small_statements(value.body)))
+            yield from _sequence(_without_docstring(_small_statements(cast(cst.BaseSuite, value).body)))
             continue
         if isinstance(value, cst.CSTNode):
             yield from tokens(value)
@@ -57,17 +59,17 @@ def tokens(node: cst.CSTNode) -> Iterator[str]:
             yield repr(value)
 
 
-def _sequence(items) -> Iterator[str]:
+def _sequence(items: Sequence[cst.CSTNode]) -> Iterator[str]:
     yield f"[{len(items)}"
     for item in items:
         yield from tokens(item)
 
 
-def _small_statements(body) -> list[cst.CSTNode]:
+def _small_statements(body: Sequence[cst.CSTNode]) -> list[cst.CSTNode]:
     """Statements with every ``a; b`` line split, as a formatter splits them."""
     out: list[cst.CSTNode] = []
     for stmt in body:
-        out += stmt.body if isinstance(stmt, cst.SimpleStatementLine) else [stmt]
+        out += list(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else [stmt]
     return out
 
 
@@ -83,7 +85,7 @@ def of_node(node: cst.CSTNode) -> str:
     return digest.hexdigest()[:16]
 
 
-def of_definition(source: SourceFile, node: DefNode, parsed: cst.CSTNode | None = None) -> str:
+def of_definition(source: SourceFile, node: TargetNode, parsed: cst.CSTNode | None = None) -> str:
     """The fingerprint of a definition; ``parsed`` is its libcst node when the caller already has it."""
     if isinstance(node, ast.ClassDef):
         return of_node(_parse(_class_skeleton(source, node), source.newline))
@@ -102,7 +104,7 @@ def _class_skeleton(source: SourceFile, node: ast.ClassDef) -> str:
         if line[:first.col_offset].strip():
             continue  # the body shares its header's line
         indent = line[:len(line) - len(line.lstrip())]
-        lines[first.lineno - start:child.end_lineno - start + 1] = [indent + "..." + source.newline]
+        lines[first.lineno - start:cast(int, child.end_lineno) - start + 1] = [indent + "..." + source.newline]
     return "".join(lines)
 
 
@@ -115,7 +117,8 @@ def _parse(text: str, newline: str) -> cst.CSTNode:
         module = cst.parse_module(("if True:" + newline if indented else "") + text)
     except cst.ParserSyntaxError as exc:
         raise SourceError(f"libcst cannot parse this class: {str(exc).splitlines()[0]}") from None
-    return module.body[0].body.body[0] if indented else module.body[0]
+    # under the ``if True:`` block when indented: its one statement
+    return cast(cst.IndentedBlock, cast(cst.If, module.body[0]).body).body[0] if indented else module.body[0]
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ class Statement:
     key: str        # normalized form: ast dump without positions, nested blocks left out
 
 
-def statements(node: DefNode) -> list[Statement]:
+def statements(node: TargetNode) -> list[Statement]:
     """The definition's statements in source order, nested blocks included; in a class, methods count
     by their signature only."""
     out: list[Statement] = [_statement(node)]
@@ -135,7 +138,7 @@ def statements(node: DefNode) -> list[Statement]:
     return out
 
 
-def _walk(node: ast.AST, out: list[Statement], signatures_only: bool) -> None:
+def _walk(node: ast.stmt, out: list[Statement], signatures_only: bool) -> None:
     out.append(_statement(node))
     if signatures_only and isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
         return
@@ -144,7 +147,7 @@ def _walk(node: ast.AST, out: list[Statement], signatures_only: bool) -> None:
             _walk(child, out, signatures_only)
 
 
-def _blocks(node: ast.AST) -> Iterator[list]:
+def _blocks(node: ast.AST) -> Iterator[list[ast.stmt]]:
     for name in BLOCK_FIELDS:
         block = getattr(node, name, None)
         if block and isinstance(block, list):
@@ -161,7 +164,7 @@ def _ast_without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
     return body
 
 
-def _statement(node: ast.AST) -> Statement:
+def _statement(node: ast.stmt) -> Statement:
     header = copy.copy(node)
     inner = []
     for name in BLOCK_FIELDS:
@@ -171,7 +174,7 @@ def _statement(node: ast.AST) -> Statement:
     first = getattr(node, "lineno", None) or inner[0].lineno
     if isinstance(node, DefNode) and node.decorator_list:
         first = min(d.lineno for d in node.decorator_list)
-    last = max(first, min(c.lineno for c in inner) - 1) if inner else node.end_lineno
+    last = max(first, min(c.lineno for c in inner) - 1) if inner else cast(int, node.end_lineno)   # ast sets it
     return Statement(first, last, ast.dump(header, annotate_fields=False))
 
 

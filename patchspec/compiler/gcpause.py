@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import functools
 import gc
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def paused(fn):
+def paused(fn: Callable[P, R]) -> Callable[P, R]:
     """``fn`` with the cyclic collector off while it runs (left as it was when it is off already)."""
     @functools.wraps(fn)
-    def run(*args, **kwargs):
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
         if not gc.isenabled():
             return fn(*args, **kwargs)
         gc.disable()

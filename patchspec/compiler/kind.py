@@ -12,11 +12,11 @@ import ast
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from patchspec.compiler import scope
 from patchspec.compiler.context import TargetContext
-from patchspec.compiler.edits import Action, LineEdit, NodeEdit
+from patchspec.compiler.edits import Action, LineEdit, NodeEdit, Resolved
 
 ACKNOWLEDGE = "acknowledge"   # the transform key naming the rules (``Kind.rules``) a spec means to pass
 
@@ -44,7 +44,7 @@ class Key(enum.Enum):
         return {Key.CODE: "code", Key.EXPRESSION: "expression", Key.REPLACEMENT: "replacement"}.get(self)
 
     @property
-    def schema(self) -> dict:
+    def schema(self) -> dict[str, Any]:
         if self in (Key.IDENTIFIER, Key.HOOK):
             return {"$ref": "#/$defs/identifier"}
         if self is Key.CODE:
@@ -85,12 +85,21 @@ class Live(enum.Enum):
     BINDING = "binding"            # module- or class-level names the module's text binds (set, add_statement)
 
 
+# the line a transform lands on in the target, and the edits it makes there
+Resolution = tuple[int, list[NodeEdit | LineEdit]]
+
+
 class Resolver(Protocol):
     """A kind's resolve function: the line a transform lands on in the target, and the edits it makes
     there; a ``ResolveError`` when it cannot."""
 
-    def __call__(self, ctx: TargetContext, params: dict[str, str], /) -> tuple[int, list[NodeEdit | LineEdit]]:
+    def __call__(self, ctx: TargetContext, params: dict[str, str], /) -> Resolution:
         ...
+
+
+# what an edit sets that another spec's edit could set differently (a key of the file, the node and what of
+# it), and the value it sets: two specs' edits of one slot must agree
+Slot = Callable[[Resolved, NodeEdit | LineEdit], tuple[tuple[object, ...], str]]
 
 
 @dataclass(frozen=True)
@@ -105,7 +114,7 @@ class Kind:
     actions: tuple[Action, ...] = ()              # the edit actions its edits carry (emit, lint, conflicts)
     optional: frozenset[str] = frozenset()        # keys that may be left out
     rewrites: bool = False                        # it changes upstream's code: nothing to do = done upstream
-    slot: Callable | None = None                  # (row, edit) -> (what it sets, value): one value per slot
+    slot: Slot | None = None                      # (row, edit) -> (what it sets, value): one value per slot
     any_definition: bool = False                  # its target may be a module- or class-level assignment
     rank: int = 100                               # its place in the registry (the schema enum, docs table)
     binds: Callable[[dict[str, str]], Binds] = lambda params: NOTHING   # what it binds (see ``Binds``)
@@ -118,7 +127,7 @@ class Kind:
                                                   # a rule that guards a common mistake, where the spec may mean it
 
     @property
-    def schema(self) -> dict:
+    def schema(self) -> dict[str, Any]:
         properties = {key: kind.schema for key, kind in self.keys.items()}
         if self.rules:
             properties[ACKNOWLEDGE] = {"type": "array", "uniqueItems": True, "items": {"enum": sorted(self.rules)}}

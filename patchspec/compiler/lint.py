@@ -14,13 +14,19 @@ import builtins
 import difflib
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import libcst as cst
 
 from patchspec.compiler import scope
-from patchspec.compiler.edits import LineEdit, NodeEdit
+from patchspec.compiler.edits import LineEdit, NodeEdit, Resolved
 from patchspec.compiler.source import SourceFile, split_lines
 from patchspec.model import MARKER, Loc
+
+if TYPE_CHECKING:
+    from patchspec.compiler.context import Definition
+    from patchspec.compiler.kind import Binds
+    from patchspec.model import Spec
 
 BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__package__",
                                        "__loader__", "__builtins__", "__path__"}
@@ -50,11 +56,11 @@ def _free_names(tree: ast.AST) -> list[ast.Name]:
             and n.id not in bound]
 
 
-def check_aliases(source: SourceFile, specs: list, locs: dict[str, Loc | None]) -> list[Problem]:
+def check_aliases(source: SourceFile, specs: list[Spec], locs: dict[str, Loc | None]) -> list[Problem]:
     """Each spec's alias is new to the file, and no two specs use one alias for different packages."""
     found = []
     names = scope.module_names(source.tree) or frozenset()
-    by_alias: dict[str, object] = {}
+    by_alias: dict[str, Spec] = {}
     for spec in specs:
         if spec.alias is None:   # no snippets: nothing imported
             continue
@@ -70,7 +76,7 @@ def check_aliases(source: SourceFile, specs: list, locs: dict[str, Loc | None]) 
     return found
 
 
-def compile_problem(path: str, text: str, rows: list) -> Problem | None:
+def compile_problem(path: str, text: str, rows: list[Resolved]) -> Problem | None:
     """The emitted file does not compile: pinned on the transform whose marker is on the failing line."""
     try:
         compile(text, path, "exec", dont_inherit=True)
@@ -83,7 +89,7 @@ def compile_problem(path: str, text: str, rows: list) -> Problem | None:
     return None
 
 
-def removed_name_reads(source: SourceFile, text: str, rows: list) -> list[Problem]:
+def removed_name_reads(source: SourceFile, text: str, rows: list[Resolved]) -> list[Problem]:
     """A module-level name that a rewrite of its own statement removed (``Resolved.binding``) and the patched
     file still reads: it would raise NameError there. Names bound anywhere else in the file (a local of that
     name) are left alone, so that this never refuses what could run."""
@@ -111,13 +117,14 @@ def removed_name_reads(source: SourceFile, text: str, rows: list) -> list[Proble
     return found
 
 
-def _code_of(row) -> str:
+def _code_of(row: Resolved) -> str:
     edit = row.edits[0]
     text = edit.text if isinstance(edit, LineEdit) else cst.Module(body=[]).code_for_node(edit.new)
     return text.split("#")[0].strip()
 
 
-def unbound_problems(rows: list[tuple], definitions: dict, sources: dict[str, SourceFile], alias: str) -> list[tuple]:
+def unbound_problems(rows: list[tuple[Resolved, Binds]], definitions: dict[tuple[str, str], Definition],
+                     sources: dict[str, SourceFile], alias: str | None) -> list[tuple[Resolved, str]]:
     """``(row, what is wrong)`` for the resolved rows of ONE spec whose inserted code would fail where it
     lands: a name bound neither there nor by the spec itself (see ``Binds``: its own ``add_import``, a
     statement it inserts earlier in the same function, a member it adds), a ``yield`` that would turn a
@@ -126,17 +133,17 @@ def unbound_problems(rows: list[tuple], definitions: dict, sources: dict[str, So
     ok = [r for r, _binds in rows if r.ok and r.edits]
     binds = {id(r): b for r, b in rows}
     module_cache: dict[str, frozenset[str] | None] = {}
-    found = []
+    found: list[tuple[Resolved, str]] = []
     for row in ok:
-        definition = definitions.get((row.file, row.function))
+        definition = definitions.get(row.key)
         if definition is None:
             continue
         if row.file not in module_cache:
             names = scope.module_names(sources[row.file].tree)
-            own = {n for r in ok if r.file == row.file for n in binds[id(r)].module}
-            own |= {n for r in ok if r.file == row.file and r.own and "." not in r.function   # a module-level
-                    for n in binds[id(r)].here}                                            # statement rewritten
-            module_cache[row.file] = None if names is None else names | own
+            spec_binds = {n for r in ok if r.file == row.file for n in binds[id(r)].module}
+            spec_binds |= {n for r in ok if r.file == row.file and r.own and "." not in r.function   # a module-
+                           for n in binds[id(r)].here}                                  # level statement rewritten
+            module_cache[row.file] = None if names is None else names | spec_binds
         earlier = [(r, binds[id(r)]) for r in ok if r is not row and r.file == row.file]
         own: set[str] = set()   # names the row's own earlier statements bind (a replacement's lines)
         for edit in row.edits:
@@ -149,7 +156,7 @@ def unbound_problems(rows: list[tuple], definitions: dict, sources: dict[str, So
     return found
 
 
-def _fragment_ast(edit) -> ast.AST | None:
+def _fragment_ast(edit: NodeEdit | LineEdit) -> ast.Module | None:
     if isinstance(edit, LineEdit):
         return ast.parse(edit.text.strip())
     node = edit.action.lint(edit.new)   # the code the kind's action inserts (None: nothing to read)
@@ -159,14 +166,15 @@ def _fragment_ast(edit) -> ast.AST | None:
     return ast.parse(f"({text})" if isinstance(node, cst.BaseExpression) else text)   # may span lines
 
 
-def _position(row, edit) -> tuple[int, int]:
+def _position(row: Resolved, edit: NodeEdit | LineEdit) -> tuple[int, int]:
     """Where an insertion runs, in the order of the target's lines: before its anchor, at the head of the
     loop's body, or after the anchor."""
     action = edit.action.name if isinstance(edit, NodeEdit) else "after"
     return row.line or 0, {"before": 0, "body_head": 1}.get(action, 2)
 
 
-def _check_fragment(row, definition, fragment: ast.AST, edit, module, alias: str | None, earlier: list,
+def _check_fragment(row: Resolved, definition: Definition, fragment: ast.Module, edit: NodeEdit | LineEdit,
+                    module: frozenset[str] | None, alias: str | None, earlier: list[tuple[Resolved, Binds]],
                     own: set[str]) -> list[str]:
     if fragment.body and isinstance(fragment.body[0], ast.Import | ast.ImportFrom):
         return []
@@ -184,7 +192,8 @@ def _check_fragment(row, definition, fragment: ast.AST, edit, module, alias: str
             known |= {n for stmt in cls.body if stmt.lineno < target.lineno
                       for node in scope.walk_scope([stmt]) for n in scope.bound_by(node)}
     else:
-        local = _locals_before(target, row.line, after=isinstance(edit, NodeEdit) and edit.action.sees_anchor)
+        local = _locals_before(target, cast(int, row.line),   # a resolved row has its line
+                               after=isinstance(edit, NodeEdit) and edit.action.sees_anchor)
         if alias and alias in _all_locals(target):
             found.append(f"the snippet alias {alias} is also a local name of {row.function}, which "
                          f"would shadow it there; choose another alias")
@@ -205,7 +214,7 @@ def _check_fragment(row, definition, fragment: ast.AST, edit, module, alias: str
     return found
 
 
-def _sets_a_default(definition, edit) -> bool:
+def _sets_a_default(definition: Definition, edit: NodeEdit | LineEdit) -> bool:
     """Whether ``edit`` replaces a parameter's default: Python evaluates it when the ``def`` runs, in the
     scope around it, so the function's own parameters and locals are not bound there."""
     node = definition.fragment.node
@@ -224,7 +233,7 @@ def _enclosing_class(tree: ast.Module, func: ast.AST) -> ast.ClassDef | None:
     return None
 
 
-def _locals_before(func: ast.AST, line: int, after: bool) -> set[str]:
+def _locals_before(func: ast.FunctionDef | ast.AsyncFunctionDef, line: int, after: bool) -> set[str]:
     """Parameters and the names bound on lines before ``line`` (up to it, for an insertion after the
     anchor or at the head of a loop's body), nested functions' included: an anchor may sit in one."""
     params = {a.arg for a in ast.walk(func.args) if isinstance(a, ast.arg)}  # a one-line body shares their line
@@ -232,7 +241,7 @@ def _locals_before(func: ast.AST, line: int, after: bool) -> set[str]:
                      and (at < line or (after and at <= line))}
 
 
-def _all_locals(func: ast.AST) -> set[str]:
+def _all_locals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     return {name for _at, name, own in _bound_at(func) if not own}
 
 
@@ -244,5 +253,5 @@ def _bound_at(func: ast.AST) -> tuple[tuple[int | None, str, bool], ...]:
                  for name in scope.bound_by(node))
 
 
-def _is_generator(func: ast.AST) -> bool:
+def _is_generator(func: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return any(isinstance(n, ast.Yield | ast.YieldFrom) for n in scope.walk_scope(func.body))

@@ -14,7 +14,8 @@ import functools
 import re
 import textwrap
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal, cast, overload
 
 import libcst as cst
 import libcst.matchers as m
@@ -25,6 +26,12 @@ from patchspec.errors import PatchspecError
 
 class PatternError(PatchspecError):
     """A pattern that is not one line of Python in its form; the spec says where (``spec.py``)."""
+
+
+# A libcst matcher: built by name from a node's type (``m.Call``, ``m.Name``, ...), or a combinator
+# (``m.DoNotCare``, ``m.MatchIfTrue``, ``|``); libcst gives each node class a matcher class of its own, with
+# no common base a checker could hold the union of.
+Matcher = Any
 
 
 # Fields that carry only layout: whitespace, comments, punctuation.
@@ -58,7 +65,7 @@ def placeholders(text: str) -> str:
     """``text`` with every metavariable as a placeholder name (Python that libcst parses)."""
     seen: dict[str, int] = defaultdict(int)
 
-    def one(match: re.Match) -> str:
+    def one(match: re.Match[str]) -> str:
         if match.group(1):
             return match.group(1)
         run, name = (True, match.group(2)) if match.group(2) else (False, match.group(3))
@@ -94,6 +101,14 @@ def literal_value(node: cst.CSTNode) -> object:
     return type(value).__name__, value
 
 
+@overload
+def parse(text: str, form: Literal["expression"]) -> cst.BaseExpression: ...
+@overload
+def parse(text: str, form: Literal["statement", "code"]) -> cst.BaseStatement: ...
+@overload
+def parse(text: str, form: Literal["statements"]) -> cst.Module: ...
+@overload
+def parse(text: str, form: str) -> cst.CSTNode: ...
 @functools.lru_cache(maxsize=4096)
 def parse(text: str, form: str) -> cst.CSTNode:
     """Parse a pattern or code string; ``form`` is statement, expression, code or statement_or_expression.
@@ -116,10 +131,21 @@ def parse(text: str, form: str) -> cst.CSTNode:
         node = _one_statement(source)
     except cst.ParserSyntaxError as exc:
         first = str(exc).splitlines()[0]
-        raise PatternError(f"not valid Python ({form}): {first}: {source!r}") from None
+        raise PatternError(f"not valid Python ({form}): {first}: {source!r}{_header_hint(source)}") from None
     if form == "code" and "\n" in source:
         raise PatternError(f"code must be one line: {source!r}")
     return node
+
+
+def _header_hint(source: str) -> str:
+    """A compound statement's header alone (``if obj is None:``), which the docs write ``if c: ...``."""
+    if not source.rstrip().endswith(":"):
+        return ""
+    try:
+        _one_statement(source.rstrip() + " ...")
+    except cst.ParserSyntaxError:
+        return ""
+    return f"; a compound statement is matched by its header and `...`: '{source.rstrip()} ...'"
 
 
 def _parse_rewrite(source: str, form: str) -> cst.CSTNode:
@@ -187,7 +213,7 @@ def metavariable(node: object) -> tuple[str, str] | None:
     return None
 
 
-def matcher_of(node: object):
+def matcher_of(node: object) -> Matcher | None:
     """The capturing matcher of a placeholder (``None`` when ``node`` is none)."""
     found = metavariable(node)
     if found is None:
@@ -196,7 +222,7 @@ def matcher_of(node: object):
     return m.SaveMatchedNode(m.ZeroOrMore() if form == "run" else m.DoNotCare(), key)
 
 
-def to_matcher(node: cst.CSTNode):
+def to_matcher(node: cst.CSTNode) -> Matcher:
     """The libcst matcher that a pattern node stands for."""
     captured = matcher_of(node)
     if captured is not None:
@@ -210,23 +236,25 @@ def to_matcher(node: cst.CSTNode):
         prefix = fstring_prefix(node.start)
         return m.FormattedString(parts=_value_matcher(node.parts),
                                  start=m.MatchIfTrue(lambda start: fstring_prefix(start) == prefix))
-    matcher_class = getattr(m, type(node).__name__)
+    matcher_class: Callable[..., Matcher] = getattr(m, type(node).__name__)
     if isinstance(node, OPERATOR_TYPES):
         return matcher_class()
     fields = {name: _value_matcher(value) for name, value in semantic_fields(node)}
     if isinstance(node, cst.Call) and any(is_wildcard(arg) for arg in node.args):
         fields["args"] = _open_arguments(node.args)
+    if isinstance(node, cst.FunctionDef | cst.ClassDef) and not node.decorators:
+        fields["decorators"] = m.DoNotCare()   # written from its `def` line, it matches the decorated definition
     return matcher_class(**fields)
 
 
-def _open_arguments(args):
+def _open_arguments(args: Sequence[cst.Arg]) -> Matcher:
     """``f(a, ..., k=v)``: positional arguments in order (``...`` for any run of them), and each keyword
     of the pattern present with a matching value, in any order; other keywords are allowed."""
     positional = [m.ZeroOrMore() if is_wildcard(a) else to_matcher(a)
                   for a in args if a.keyword is None and a.star != "**"]
     named = [to_matcher(a) for a in args if a.keyword is not None or a.star == "**"]
 
-    def check(call_args) -> bool:
+    def check(call_args: Sequence[cst.Arg]) -> bool:
         call_positional = [a for a in call_args if a.keyword is None and a.star != "**"]
         call_named = [a for a in call_args if a.keyword is not None or a.star == "**"]
         return (m.matches(cst.Call(func=cst.Name("f"), args=call_positional),
@@ -236,7 +264,7 @@ def _open_arguments(args):
     return m.MatchIfTrue(check)
 
 
-def _value_matcher(value: object):
+def _value_matcher(value: object) -> Matcher:
     if isinstance(value, cst.CSTNode):
         if isinstance(value, cst.SimpleStatementSuite | cst.IndentedBlock):
             return _block_matcher(value)
@@ -246,22 +274,24 @@ def _value_matcher(value: object):
     return value  # str, bool, None: equal
 
 
-def _block_matcher(block: cst.BaseSuite):
+def _block_matcher(block: cst.BaseSuite) -> Matcher:
     """A body matches whatever its form (indented or one-line) when its statements match."""
     if isinstance(block, cst.SimpleStatementSuite):
-        lines = [cst.SimpleStatementLine(body=[s]) for s in block.body]
+        lines: list[cst.BaseStatement] = [cst.SimpleStatementLine(body=[s]) for s in block.body]
     else:
-        lines = list(block.body)
+        lines = list(cast(cst.IndentedBlock, block).body)
     indented = m.IndentedBlock(body=[_item_matcher(s) for s in lines])
     if not all(is_wildcard(s) or (isinstance(s, cst.SimpleStatementLine) and len(s.body) == 1) for s in lines):
         return indented
-    one_line = [_item_matcher(s) if is_wildcard(s) or metavariable(s) else to_matcher(s.body[0]) for s in lines]
+    # each a one-statement line (the check above)
+    one_line = [_item_matcher(s) if is_wildcard(s) or metavariable(s)
+                else to_matcher(cast(cst.SimpleStatementLine, s).body[0]) for s in lines]
     return indented | m.SimpleStatementSuite(body=one_line)
 
 
-def _item_matcher(item):
+def _item_matcher(item: object) -> Matcher:
     """One item of a sequence: ``...`` any run, a metavariable its capture, else the item's matcher."""
-    return m.ZeroOrMore() if is_wildcard(item) else to_matcher(item)
+    return m.ZeroOrMore() if is_wildcard(item) else to_matcher(cast(cst.CSTNode, item))   # a node's items are nodes
 
 
 def names_needed(text: str, form: str) -> tuple[frozenset[str], ...] | None:
@@ -294,7 +324,7 @@ def _descendants(node: cst.CSTNode) -> list[cst.CSTNode]:
 
 
 @functools.lru_cache(maxsize=4096)
-def compile_pattern(text: str, form: str):
+def compile_pattern(text: str, form: str) -> Matcher:
     """Parse a pattern and return its matcher."""
     return to_matcher(parse(text, form))
 

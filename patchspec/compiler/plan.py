@@ -10,45 +10,25 @@ import difflib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-
 import libcst as cst
 
 from patchspec.compiler import gcpause, lint, pattern, rewrite, scope
-from patchspec.compiler.edits import ConflictError, LineEdit, NodeEdit, Place, ResolveError, Status, marked_line
-from patchspec.compiler.emit import render_fragment, splice
-from patchspec.compiler.source import (STAND_IN_PREFIX, SourceError, SourceFile, TargetAmbiguous, TargetNotLive,
-                                       split_lines)
-from patchspec.compiler.transforms import KINDS
 from patchspec.compiler.context import Definition, TargetContext
-from patchspec.model import Loc, Spec, Target
+from patchspec.compiler.edits import ConflictError, LineEdit, NodeEdit, Place, ResolveError, Status, marked_line
+from patchspec.compiler.edits import Resolved as Resolved  # the resolver's row: built here, read below (lint, kinds)
+from patchspec.compiler.emit import render_fragment, splice
+from patchspec.compiler.source import (
+    STAND_IN_PREFIX,
+    SourceError,
+    SourceFile,
+    TargetAmbiguous,
+    TargetNotLive,
+    split_lines,
+)
+from patchspec.compiler.transforms import KINDS
+from patchspec.model import Loc, Spec, Target, Transform
 
 RUNTIME_PACKAGE = "_patchspec_runtime"
-
-
-@dataclass
-class Resolved:
-    """One transform of one target, as it resolved on these sources."""
-
-    spec: str
-    target: str
-    index: int
-    kind: str
-    file: str
-    function: str
-    status: Status
-    line: int | None = None
-    detail: str = ""
-    lines: list[int] = field(default_factory=list)
-    note: str = ""                   # how the target or anchor was chosen, when that needs saying
-    own: bool = False                # it rewrites the target's own statement (a module- or class-level one)
-    binding: bool = False            # that statement is an assignment replaced or removed, or a definition
-                                     # removed: the module's names show it, not a function's lines
-    spec_loc: Loc | None = None      # the transform in the spec file
-    edits: list = field(default_factory=list, repr=False)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == Status.OK
 
 
 @dataclass
@@ -102,11 +82,12 @@ def _needs(specs: list[Spec]) -> dict[tuple[str, str], tuple[frozenset[str], ...
                              for key_, form in kind.pattern_keys.items() if key_ in transform.params]
                 except pattern.PatternError:   # resolving reports it, where it did before
                     names = [None]
-                if not kind.local or None in names or found.get(key, ()) is None \
+                so_far = found.get(key, ())
+                if not kind.local or None in names or so_far is None \
                         or any(STAND_IN_PREFIX in str(value) for value in transform.params.values()):
                     found[key] = None
                 else:
-                    found[key] = (*found.get(key, ()), *(sets for each in names for sets in each))
+                    found[key] = (*so_far, *(sets for each in names for sets in each or ()))
     return found
 
 
@@ -119,8 +100,10 @@ def _refuse_unbound(plan: Plan, spec: Spec, rows: list[Resolved]) -> None:
             row.status, row.detail, row.lines = Status.UNBOUND, text, [row.line] if row.line else []
 
 
-def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, only, needs) -> list[Resolved]:
-    def row(transform, status: Status, detail: str = "", lines: list[int] | None = None) -> Resolved:
+def _resolve_target(plan: Plan, spec: Spec, target: Target, read: Callable[[str], str | None],
+                    has_package: Callable[[str], bool], only: set[str] | None,
+                    needs: dict[tuple[str, str], tuple[frozenset[str], ...] | None]) -> list[Resolved]:
+    def row(transform: Transform, status: Status, detail: str = "", lines: list[int] | None = None) -> Resolved:
         return Resolved(spec.name, target.id, transform.index, transform.kind, target.file, target.function,
                         status, None, detail, lines or [], spec_loc=transform.loc)
 
@@ -135,7 +118,7 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, o
     if source is None:
         text = read(target.file)
         if text is None:
-            return each(Status.TARGET_MISSING, f"file {target.file} does not exist")
+            return each(Status.TARGET_MISSING, f"file {target.file} does not exist{became(target.file, read)}")
         source = plan.sources[target.file] = SourceFile(target.file, text)
     try:
         located = source.locate(target.function, target.branch,
@@ -150,16 +133,16 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, o
         return each(Status.TARGET_MISSING, f"{target.function} is not defined in {target.file}"
                     f"{_did_you_mean(target.function, source)}")
     key = (target.file, target.function)
-    shared = plan.definitions.setdefault(key, Definition(source, located.node, target.function,
-                                                           needs.get(key)))
-    if shared.node is not located.node:   # definitions are by file and name: its edits would land in the other
-        return each(Status.NOT_APPLICABLE, f"{target.function} at line {located.node.lineno} is another branch's "
-                    f"definition than the one at line {shared.node.lineno} that a target already patches: one "
-                    f"plan patches one definition of a name", [located.node.lineno])
+    shared = plan.definitions.setdefault(key, Definition(source, located.node, target.function, needs.get(key)))
+    at = None
+    if shared.node is not located.node:   # another definition of the name (a branch, a singledispatch `_`)
+        at = (target.file, f"{target.function}@{located.node.lineno}")
+        shared = plan.definitions.setdefault(at, Definition(source, located.node, target.function, needs.get(key)))
     out = []
     for transform in target.transforms:
         ctx = TargetContext(shared, spec.alias, spec.marker, spec.name, acknowledged=transform.acknowledge)
         resolved = row(transform, Status.OK)
+        resolved.at = at
         try:
             resolved.line, resolved.edits = KINDS[transform.kind].resolve(ctx, transform.params)
         except ResolveError as exc:
@@ -177,6 +160,19 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read, has_package, o
         resolved.note = "; ".join(filter(None, [located.note, *ctx.notes]))
         out.append(resolved)
     return out
+
+
+def became(rel: str, read: Callable[[str], str | None]) -> str:
+    """A module that became a package (``m.py`` -> ``m/__init__.py``) or the reverse: where it is now."""
+    if not rel.endswith(".py"):
+        return ""
+    other = rel.removesuffix("/__init__.py") + ".py" if rel.endswith("/__init__.py") else \
+        rel.removesuffix(".py") + "/__init__.py"
+    if read(other) is None:
+        return ""
+    became = "a package" if other.endswith("/__init__.py") else "a module"
+    return (f"; the module is {other} here (it became {became}): give the target `file: {other}` (a release "
+            f"profile's override, for this release only)")
 
 
 def _did_you_mean(qualname: str, source: SourceFile) -> str:
@@ -229,7 +225,7 @@ def emit(plan: Plan, specs: Iterable[Spec], check: bool = True) -> dict[str, str
                 if isinstance(edit, LineEdit):
                     line_edits.append(edit)
                 else:
-                    node_edits.setdefault((r.file, r.function), []).append(edit)
+                    node_edits.setdefault(r.key, []).append(edit)
         fragments = {}
         for key, edits in node_edits.items():
             definition = plan.definitions[key]
@@ -250,7 +246,7 @@ def _first_loc(rows: list[Resolved], spec: str) -> Loc | None:
 def _check_conflicts(rows: list[Resolved]) -> None:
     """Edits that stacking cannot order: two different values for one keyword of one call, or for one
     member of one class. The same value twice is kept once."""
-    seen: dict[tuple, tuple[Resolved, str]] = {}
+    seen: dict[tuple[object, ...], tuple[Resolved, str]] = {}
     for r in rows:
         kept = []
         for edit in r.edits:
@@ -270,13 +266,13 @@ def _check_conflicts(rows: list[Resolved]) -> None:
         r.edits = kept
 
 
-def _slot(r: Resolved, edit) -> tuple[tuple | None, str]:
+def _slot(r: Resolved, edit: NodeEdit | LineEdit) -> tuple[tuple[object, ...] | None, str]:
     """What one edit sets that another spec's edit could set differently, and the value it sets."""
     slot = KINDS[r.kind].slot
     return slot(r, edit) if slot is not None else (None, "")
 
 
-def _check_rewrites(rows: list[Resolved], definitions: dict) -> None:
+def _check_rewrites(rows: list[Resolved], definitions: dict[tuple[str, str], Definition]) -> None:
     """A rewrite (replace, remove, set) must leave every other spec's edit where it was matched: refused
     when another spec's edit is on the rewritten code, inside it, or on a statement or call holding it (its
     anchor would change); the target definition itself (a wrap, a class member) does not count. Within one
@@ -287,16 +283,16 @@ def _check_rewrites(rows: list[Resolved], definitions: dict) -> None:
     for r, edit in placed:
         if not edit.action.rewrites:
             continue
-        definition = definitions[(r.file, r.function)]
+        definition = definitions[r.key]
         inside = rewrite.subtree(edit.node)
         around = {id(n) for n in definition.ancestors(edit.node)} - {id(definition.fragment.node)}
         removed = edit.action.place is Place.INSTEAD and not any(   # no statement left in its place
             isinstance(e.new, cst.BaseStatement) for e in r.edits
-            if e.node is edit.node and e.action.place is Place.INSTEAD)
+            if isinstance(e, NodeEdit) and e.node is edit.node and e.action.place is Place.INSTEAD)
         for other, theirs in placed:
             if other is r or id(theirs.node) == id(definition.fragment.node):
                 continue
-            if (other.file, other.function) != (r.file, r.function):
+            if other.key != r.key:
                 continue
             if other.spec == r.spec:
                 same = theirs.node is edit.node

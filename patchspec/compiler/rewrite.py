@@ -10,50 +10,59 @@ run of statements matches in a target, and the marker on the line of a rewritten
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import TypeVar, cast
+
 import libcst as cst
 import libcst.matchers as m
 
 from patchspec.compiler import pattern
-from patchspec.compiler.context import TargetContext
+from patchspec.compiler.context import Capture, TargetContext
 from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status, with_marker
 from patchspec.compiler.pattern import metavariable, names_in, placeholders
 
+N = TypeVar("N", bound=cst.CSTNode)
+A = TypeVar("A", cst.Arg, cst.Element)
+
 
 class _Substitute(cst.CSTTransformer):
-    def __init__(self, bound: dict[str, object]) -> None:
+    def __init__(self, bound: Mapping[str, object]) -> None:
         super().__init__()
         self.bound = bound
 
-    def _captured(self, node):
+    def _captured(self, node: cst.CSTNode) -> tuple[str, object] | None:
         found = metavariable(node)
         if found is None:
             return None
         name = found[1].rpartition("__")[0]
         return found[0], self.bound[name]
 
-    def leave_SimpleStatementLine(self, original, updated):
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement] | cst.RemovalSentinel:
         found = self._captured(original)
         if found is None:
             return updated
         form, value = found
-        values = list(value) if form == "run" else [value]
+        values = list(cast(list[cst.CSTNode], value)) if form == "run" else [value]
         if values and not all(isinstance(v, cst.BaseStatement) for v in values):
             return updated.with_changes(body=[cst.Expr(v) for v in values if isinstance(v, cst.BaseExpression)])
-        return cst.FlattenSentinel(values) if values else cst.RemoveFromParent()
+        return cst.FlattenSentinel(cast(list[cst.BaseStatement], values)) if values else cst.RemoveFromParent()
 
-    def _sequence_item(self, original, updated):
+    def _sequence_item(self, original: cst.CSTNode, updated: A) -> A | cst.FlattenSentinel[A] | cst.RemovalSentinel:
         found = self._captured(original)
         if found is None:
             return updated
         if found[0] == "one":   # a `$X` argument captured the whole argument (a keyword or star included)
             value = found[1]
             return value.with_changes(comma=updated.comma) if type(value) is type(updated) else updated
-        values = list(found[1])
+        values = list(cast(list[A], found[1]))   # a run captures the items of a sequence
         return cst.FlattenSentinel(values) if values else cst.RemoveFromParent()
 
-    leave_Arg = leave_Element = _sequence_item
+    # one function for both: libcst types each leave_ method with its own node type
+    leave_Arg = leave_Element = _sequence_item   # type: ignore[assignment]
 
-    def leave_Name(self, original, updated):
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
         found = self._captured(original)
         if found is None or found[0] != "one":
             return updated
@@ -64,12 +73,12 @@ class _Substitute(cst.CSTTransformer):
         return value if isinstance(value, cst.BaseExpression) else updated
 
 
-def substitute(node: cst.CSTNode, bound: dict[str, object]) -> cst.CSTNode:
+def substitute(node: N, bound: Mapping[str, object]) -> N:
     """The replacement with each metavariable replaced by what it captured (upstream's own nodes)."""
-    return node.visit(_Substitute(bound))
+    return cast(N, node.visit(_Substitute(bound)))   # the root is a module or an expression: it stays one
 
 
-def unbound(text: str, bound: dict[str, object]) -> list[str]:
+def unbound(text: str, bound: Mapping[str, object]) -> list[str]:
     """Metavariables a replacement names that its pattern does not bind."""
     return sorted(n for n in names_in(text) if n != "_" and n not in bound)
 
@@ -81,26 +90,30 @@ class _Mark(cst.CSTTransformer):
         super().__init__()
         self.marker = marker
 
-    def leave_SimpleStatementLine(self, original, updated):
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
         if metavariable(original) is not None:
             return updated
         return updated.with_changes(trailing_whitespace=with_marker(updated.trailing_whitespace, self.marker))
 
-    def leave_SimpleStatementSuite(self, original, updated):
+    def leave_SimpleStatementSuite(
+        self, original: cst.SimpleStatementSuite, updated: cst.SimpleStatementSuite
+    ) -> cst.SimpleStatementSuite:
         return updated.with_changes(trailing_whitespace=with_marker(updated.trailing_whitespace, self.marker))
 
-    def leave_IndentedBlock(self, original, updated):
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
         return updated.with_changes(header=with_marker(updated.header, self.marker))
 
-    def leave_EmptyLine(self, original, updated):
+    def leave_EmptyLine(self, original: cst.EmptyLine, updated: cst.EmptyLine) -> cst.EmptyLine:
         """A blank line of the code stays blank wherever it lands (no indentation of its own)."""
         if updated.comment is None:
             return updated.with_changes(indent=False, whitespace=cst.SimpleWhitespace(""))
         return updated
 
 
-def mark_code(node: cst.CSTNode, marker: str) -> cst.CSTNode:
-    return node.visit(_Mark(marker))
+def mark_code(node: N, marker: str) -> N:
+    return cast(N, node.visit(_Mark(marker)))   # _Mark changes nodes, never removes one
 
 
 def mark_statement(stmt: cst.CSTNode, marker: str) -> cst.CSTNode:
@@ -134,10 +147,10 @@ def _run_slot(stmt: cst.CSTNode) -> cst.IndentedBlock | None:
     return None
 
 
-def fill_run(guard: cst.BaseCompoundStatement, run: list[cst.BaseStatement]) -> cst.BaseCompoundStatement:
+def fill_run(guard: cst.BaseCompoundStatement, run: Sequence[cst.BaseStatement]) -> cst.BaseCompoundStatement:
     """The guard with the run's statements as its body; the run's leading comments now lead the guard."""
-    block = _run_slot(guard)
-    lead = run[0].leading_lines if run else ()
+    block = cast(cst.IndentedBlock, _run_slot(guard))   # a guard holds the run (``holds_run``)
+    lead = cast(cst.SimpleStatementLine | cst.BaseCompoundStatement, run[0]).leading_lines if run else ()
     run = [run[0].with_changes(leading_lines=()), *run[1:]] if run else [cst.SimpleStatementLine([cst.Pass()])]
     return guard.with_changes(body=block.with_changes(body=tuple(run)), leading_lines=lead)
 
@@ -155,12 +168,12 @@ def subtree(node: cst.CSTNode) -> set[int]:
     return found
 
 
-def find_runs(ctx: TargetContext, patterns: list[cst.BaseStatement]) -> list[tuple[cst.IndentedBlock, int, int]]:
+def find_runs(ctx: TargetContext, patterns: Sequence[cst.BaseStatement]) -> list[tuple[cst.IndentedBlock, int, int]]:
     """Every (block, first, end) whose statements ``first:end`` match the pattern's statements."""
     wanted = m.IndentedBlock(body=[pattern._item_matcher(p) for p in patterns])
     last = pattern.to_matcher(patterns[-1])
     out = []
-    for block in ctx.definition._nodes.get(cst.IndentedBlock, ()):
+    for block in cast(list[cst.IndentedBlock], ctx.definition._nodes.get(cst.IndentedBlock, [])):
         body = block.body
         for first in range(len(body)):
             for end in range(first + 1, len(body) + 1):
@@ -169,17 +182,17 @@ def find_runs(ctx: TargetContext, patterns: list[cst.BaseStatement]) -> list[tup
     return out
 
 
-def _swap(node: cst.CSTNode, news: list) -> cst.CSTNode:
+def _swap(node: cst.BaseExpression, news: list[cst.CSTNode]) -> cst.BaseExpression:
     """An expression's replacement keeps the parentheses around it (its layout in the statement)."""
-    new = news[0]
+    new = cast(cst.BaseExpression, news[0])
     if getattr(node, "lpar", None) and not getattr(new, "lpar", None):
         return new.with_changes(lpar=node.lpar, rpar=node.rpar)
     return new
 
 
-def _mark(node: cst.CSTNode, news: list) -> cst.CSTNode:
+def _mark(node: cst.CSTNode, news: list[cst.CSTNode]) -> cst.CSTNode:
     for marker in news:
-        node = mark_statement(node, marker.value)
+        node = mark_statement(node, cast(cst.Comment, marker).value)
     return node
 
 
@@ -192,7 +205,7 @@ def marker_edit(ctx: TargetContext, node: cst.CSTNode) -> NodeEdit:
     return NodeEdit(MARK, ctx.definition.statement_of(node), cst.Comment(ctx.marker), ctx.owner)
 
 
-def find_rewritten(ctx: TargetContext, text: str, what: str) -> tuple[cst.CSTNode, dict]:
+def find_rewritten(ctx: TargetContext, text: str, what: str) -> tuple[cst.CSTNode, dict[str, Capture]]:
     """The one node matching a rewrite pattern, with its captures; zero or several is a ResolveError. The
     target's own statement counts when the target is a module- or class-level assignment (``remove`` or
     ``replace`` of ``_OctalPatt = re.compile(...)``, the target naming ``_OctalPatt``) or when the pattern

@@ -11,9 +11,13 @@ from __future__ import annotations
 import ast
 import collections
 import functools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard, cast
 
 DefNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+# what a target names: a definition, or a module- or class-level assignment (the ``set`` kind's)
+TargetNode = DefNode | ast.Assign | ast.AnnAssign
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 ACCESSORS = ("setter", "deleter", "getter")   # ``@prop.setter``: a property's other functions
 
@@ -97,6 +101,11 @@ def occurrence(text: str | None) -> tuple[str, str | int] | None:
     return None
 
 
+def registered_name(node: ast.stmt) -> str:
+    """The type a singledispatch handler is registered for, as source text ("" when it is none)."""
+    return (registered_type(node) or ("", ""))[1]
+
+
 def registered_type(node: ast.stmt) -> tuple[str, str] | None:
     """``(dispatcher, type)`` of a singledispatch handler: ``@fmt.register(int)`` or ``@fmt.register``
     with its first parameter annotated (the dispatcher dotted as written, the type as source text)."""
@@ -144,9 +153,9 @@ def bound_by(node: ast.AST) -> set[str]:
     return set()
 
 
-def walk_scope(body: list[ast.stmt]):
+def walk_scope(body: Sequence[ast.AST]) -> Iterator[ast.AST]:
     """Every node of one scope: nested functions and classes are yielded, their insides are not."""
-    stack = list(reversed(body))
+    stack: list[ast.AST] = list(reversed(body))
     while stack:
         node = stack.pop()
         yield node
@@ -185,7 +194,7 @@ def level_bindings(body: list[ast.stmt], name: str, path: Path = ()) -> list[Bin
     return found
 
 
-def level_statements(body: list[ast.stmt]):
+def level_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """Every statement of one level, inside its ``if``/``try`` blocks too, in source order."""
     for stmt in body:
         yield stmt
@@ -219,7 +228,7 @@ def property_call(node: ast.stmt, name: str) -> dict[str, str] | None:
             and isinstance(node.value.func, ast.Name) and node.value.func.id == "property"):
         return None
     kinds = ("getter", "setter", "deleter")
-    given = dict(zip(kinds, node.value.args))
+    given = dict(zip(kinds, node.value.args, strict=False))   # fewer than three, or a fourth: the doc
     given.update({dict(fget="getter", fset="setter", fdel="deleter").get(k.arg or "", ""): k.value
                   for k in node.value.keywords})
     given.pop("", None)
@@ -303,10 +312,10 @@ def _blocks_of(node: ast.AST) -> list[ast.AST]:
             for item in value if isinstance(item, _BLOCKS)]
 
 
-def _functions(tree: ast.Module):
+def _functions(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
     """Every function of the module, in ``ast.walk``'s order (breadth first): only statements are
     followed, as no expression holds a function definition."""
-    queue = collections.deque(tree.body)
+    queue: collections.deque[ast.AST] = collections.deque(tree.body)
     while queue:
         node = queue.popleft()
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
@@ -314,10 +323,10 @@ def _functions(tree: ast.Module):
         queue.extend(_blocks_of(node))
 
 
-def scope_statements(body: list[ast.stmt]):
+def scope_statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     """The statements of one scope, as ``walk_scope`` meets them (nested functions and classes yielded,
     their bodies not), without walking their expressions."""
-    stack = list(reversed(body))
+    stack: list[ast.AST] = list(reversed(body))
     while stack:
         node = stack.pop()
         if isinstance(node, ast.stmt):
@@ -327,13 +336,14 @@ def scope_statements(body: list[ast.stmt]):
         stack.extend(reversed(_blocks_of(node)))
 
 
-def _attribute_sets(stmt: ast.stmt) -> list[tuple[str, str, ast.AST | None]]:
+def _attribute_sets(stmt: ast.stmt) -> list[tuple[str, str, ast.expr | None]]:
     """``(owner, attr, value)`` for a statement ``owner.attr = value`` or ``setattr(owner, "attr", value)``;
     an ``owner.attr`` among unpacked targets (``A.m, A.n = f, g``) or as a ``for``/``with`` target too,
     its value the matching item when the value is a tuple alike, else None (no value to read)."""
     if isinstance(stmt, ast.Expr) and isinstance(call := stmt.value, ast.Call) and _is(call.func, "setattr") \
             and len(call.args) == 3 and isinstance(call.args[0], ast.Name) and _is_str(call.args[1]):
-        return [(call.args[0].id, call.args[1].value, call.args[2])]
+        return [(call.args[0].id, _text(call.args[1]), call.args[2])]
+    pairs: list[tuple[ast.expr, ast.expr | None]]
     if isinstance(stmt, ast.Assign):
         pairs = [(t, stmt.value) for t in stmt.targets]
     elif isinstance(stmt, ast.AnnAssign | ast.AugAssign) and stmt.value is not None:
@@ -344,7 +354,7 @@ def _attribute_sets(stmt: ast.stmt) -> list[tuple[str, str, ast.AST | None]]:
         pairs = [(i.optional_vars, None) for i in stmt.items if i.optional_vars is not None]
     else:
         return []
-    out = []
+    out: list[tuple[str, str, ast.expr | None]] = []
     while pairs:
         target, value = pairs.pop(0)
         if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
@@ -358,7 +368,7 @@ def _attribute_sets(stmt: ast.stmt) -> list[tuple[str, str, ast.AST | None]]:
     return out
 
 
-def attribute_assignments(tree: ast.Module, owner: str) -> list[tuple[str, ast.stmt, ast.AST]]:
+def attribute_assignments(tree: ast.Module, owner: str) -> list[tuple[str, ast.stmt, ast.expr | None]]:
     """``(attr, statement, value)`` of every module-level ``owner.attr = value`` or ``setattr(owner, "attr",
     value)`` (inside ``if``/``try`` too)."""
     return [(attr, stmt, value) for stmt in level_statements(tree.body)
@@ -399,7 +409,7 @@ def class_names(cls: ast.ClassDef, tree: ast.Module | None = None) -> set[str]:
     return names
 
 
-def class_reads_before(cls: ast.ClassDef, name: str) -> tuple[ast.AST, str] | None:
+def class_reads_before(cls: ast.ClassDef, name: str) -> tuple[ast.expr, str] | None:
     """The first expression the class body evaluates while it runs that reads ``name``, and what it is:
     a default argument, a decorator, a base, another attribute's value (a function's body runs later and
     reads the live value, so it does not count)."""
@@ -410,7 +420,7 @@ def class_reads_before(cls: ast.ClassDef, name: str) -> tuple[ast.AST, str] | No
     return None
 
 
-def _evaluated(stmt: ast.stmt):
+def _evaluated(stmt: ast.stmt) -> Iterator[tuple[ast.expr, str]]:
     """(sub-expression, what it is) of a class-body statement, for those that run when the body runs."""
     if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
         a = stmt.args
@@ -421,7 +431,7 @@ def _evaluated(stmt: ast.stmt):
         yield from ((d, f"the header of class {stmt.name}")
                     for d in stmt.decorator_list + stmt.bases + [k.value for k in stmt.keywords])
         return
-    yield stmt, f"`{statement_text(stmt)}`"
+    yield cast(ast.expr, stmt), f"`{statement_text(stmt)}`"   # the statement itself: reads_name takes any node
 
 
 _READS = frozenset({"get", "items", "keys", "values", "copy", "pop", "update", "setdefault"})
@@ -463,13 +473,13 @@ def literal_keys(func: ast.AST, name: str) -> set[str] | None:
             elif node.func.attr == "setdefault":
                 if not node.args or not _is_str(node.args[0]):
                     return None
-                keys.add(node.args[0].value)
+                keys.add(_text(node.args[0]))
         elif isinstance(node, ast.Subscript) and _is(node.value, name):
             allowed.add(id(node.value))
             if isinstance(node.ctx, ast.Store):
                 if not _is_str(node.slice):
                     return None
-                keys.add(node.slice.value)
+                keys.add(_text(node.slice))
         elif isinstance(node, ast.keyword) and node.arg is None and _is(node.value, name):
             allowed.add(id(node.value))
     uses = [n for n in ast.walk(func) if isinstance(n, ast.Name) and n.id == name]
@@ -482,17 +492,22 @@ def _is(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
 
 
-def _is_str(node: ast.AST) -> bool:
+def _is_str(node: ast.AST | None) -> TypeGuard[ast.Constant]:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def _text(node: ast.Constant) -> str:
+    """A string constant's text (``_is_str`` said it is one)."""
+    return cast(str, node.value)
 
 
 def _literal_mapping(node: ast.AST) -> set[str] | None:
     """The keys of ``{"k": v}`` or ``dict(k=v)`` (``dict({"k": v})`` too); None for anything else."""
     if isinstance(node, ast.Dict):
-        return {k.value for k in node.keys} if all(k is not None and _is_str(k) for k in node.keys) else None
+        return {_text(cast(ast.Constant, k)) for k in node.keys} if all(_is_str(k) for k in node.keys) else None
     if isinstance(node, ast.Call) and _is(node.func, "dict"):
         if any(k.arg is None for k in node.keywords) or len(node.args) > 1:
             return None
         inner = _literal_mapping(node.args[0]) if node.args else set()
-        return None if inner is None else inner | {k.arg for k in node.keywords}
+        return None if inner is None else inner | {k.arg for k in node.keywords if k.arg is not None}
     return None

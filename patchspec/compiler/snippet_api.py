@@ -10,7 +10,7 @@ import ast
 import functools
 import inspect
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 import libcst as cst
 
@@ -86,13 +86,13 @@ def signature(node: ast.FunctionDef | ast.AsyncFunctionDef) -> inspect.Signature
     params = []
     positional = a.posonlyargs + a.args
     defaults = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
-    for index, (arg, default) in enumerate(zip(positional, defaults)):
+    for index, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
         kind = inspect.Parameter.POSITIONAL_ONLY if index < len(a.posonlyargs) \
             else inspect.Parameter.POSITIONAL_OR_KEYWORD
         params.append(inspect.Parameter(arg.arg, kind, default=inspect.Parameter.empty if default is None else ...))
     if a.vararg:
         params.append(inspect.Parameter(a.vararg.arg, inspect.Parameter.VAR_POSITIONAL))
-    for arg, default in zip(a.kwonlyargs, a.kw_defaults):
+    for arg, default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
         params.append(inspect.Parameter(arg.arg, inspect.Parameter.KEYWORD_ONLY,
                                         default=inspect.Parameter.empty if default is None else ...))
     if a.kwarg:
@@ -130,7 +130,7 @@ def _uses_table(stmt: ast.Assign, path: Path) -> dict[str, list[str]]:
                 ast.parse(entry, mode="eval")
             except SyntaxError:
                 raise SnippetError(f"USES entry {entry!r} is not a Python expression", path, stmt.lineno) from None
-    return table
+    return cast(dict[str, list[str]], table)   # its shape is checked above
 
 
 def hook_uses(node: cst.CSTNode, alias: str) -> list[tuple[str, cst.Call | None]]:

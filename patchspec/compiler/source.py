@@ -12,13 +12,14 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 import libcst as cst
 
 from patchspec.compiler import bounds, scope
-from patchspec.compiler.scope import DefNode
+from patchspec.compiler.scope import DefNode, TargetNode
 from patchspec.errors import PatchspecError
 
 # The line model of Python's tokenizer (and so of ast and libcst): only CR, LF and CRLF end a line. A form
@@ -57,7 +58,7 @@ class TargetAmbiguous(SourceError):
 class Located:
     """The live definition of a qualified name, and how it was chosen (for the plan line)."""
 
-    node: DefNode
+    node: TargetNode
     note: str = ""
 
 
@@ -66,6 +67,52 @@ def is_assignment(node: ast.stmt, name: str) -> bool:
     if isinstance(node, ast.Assign):
         return len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and node.targets[0].id == name
     return isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name
+
+
+def _several_live(part: str, live: list[scope.Binding]) -> TargetAmbiguous:
+    """The refusal of a name several branches bind, each live where its branch runs: what to choose, or,
+    when the branches bind no definition, what to target instead."""
+    others = [b for b in live if not b.is_def]
+    if not others:
+        listed = ", ".join(f"{scope.label(b.path)} (line {b.line})" for b in live)
+        return TargetAmbiguous(f"{part} is defined in several branches: {listed}; choose one with "
+                               f"`branch:`", [b.line for b in live])
+    listed = ", ".join(f"{scope.label(b.path)} (line {b.line}: {b.describe()})" for b in live)
+    if not any(b.is_def for b in live):   # pyrsistent's pvector: `= python_pvector` or an import
+        bound = sorted({b.node.value.id for b in live
+                        if isinstance(b.node, ast.Assign) and isinstance(b.node.value, ast.Name)})
+        way = (f"target the definition they bind, {' or '.join(bound)} (its patch runs only where that "
+               "branch does; verify shows which runs)" if bound else "no branch holds one to patch")
+        return TargetAmbiguous(f"{part} is bound in several branches: {listed}; none of them is a "
+                               f"definition: {way}", [b.line for b in live])
+    return TargetAmbiguous(f"{part} is bound in several branches: {listed}; which one is live depends "
+                           f"on which branch runs, and {others[0].describe()} is no definition to patch; "
+                           f"choose one with `branch:`", [b.line for b in live])
+
+
+def _how_chosen(part: str, chosen: scope.Binding, stubs: list[scope.Binding], replaced: list[scope.Binding],
+                wrapping: list[scope.Binding]) -> list[str]:
+    """The plan line's notes on how the live definition was chosen: stubs skipped, earlier definitions
+    (singledispatch handlers among them), its branch, and later rebindings that wrap it."""
+    node = chosen.node
+    notes = []
+    if stubs:
+        notes.append(f"{len(stubs)} @overload stub{'s' if len(stubs) > 1 else ''} of {part} skipped")
+    handlers = [b for b in replaced if scope.registered_type(b.node)]
+    if handlers:
+        listed = ", ".join(f"register({scope.registered_name(b.node)}) at line {b.line}" for b in handlers)
+        notes.append(f"{part} is defined {len(replaced) + 1} times; this is the last (line {node.lineno}); the "
+                     f"singledispatch handlers before it ({listed}) are chosen with `branch: register(TYPE)` "
+                     f"or `branch: definition N`")
+    elif replaced:
+        notes.append(f"{part} is defined {len(replaced) + 1} times; the last at its level (line "
+                     f"{node.lineno}) is live")
+    if chosen.path:
+        notes.append(f"{part} in branch {scope.label(chosen.path)}")
+    for b in wrapping:
+        if b.line > node.lineno and scope.encloses(chosen.path, b.path):
+            notes.append(f"{part} is rebound at line {b.line} by {b.describe()}, which wraps it")
+    return notes
 
 
 @dataclass
@@ -101,7 +148,7 @@ class SourceFile:
         """The error for a file that is not valid Python (a reader with its own user words it its way)."""
         return SourceError(f"{self.path}:{exc.lineno}: not valid Python: {exc.msg}")
 
-    def find(self, qualname: str, branch: str | None = None) -> DefNode | None:
+    def find(self, qualname: str, branch: str | None = None) -> TargetNode | None:
         """The live definition named ``Outer.inner`` at module or class level (see ``locate``)."""
         located = self.locate(qualname, branch)
         return located.node if located else None
@@ -119,7 +166,7 @@ class SourceFile:
         ``prop = property(fget, fset)`` names its functions the same way."""
         scope_body: list[ast.stmt] = self.tree.body
         notes: list[str] = []
-        found: DefNode | None = None
+        found: TargetNode | None = None
         parts = qualname.split(".")
         index = 0
         while index < len(parts):
@@ -145,7 +192,7 @@ class SourceFile:
         return Located(found, "; ".join(notes)) if found else None
 
     def _live(self, body: list[ast.stmt], part: str, branch: str | None, notes: list[str],
-              assignment: bool = False):
+              assignment: bool = False) -> tuple[TargetNode, dict[str, DefNode] | None] | None:
         """The live definition of ``part`` in one level and, for a property, its accessors by kind."""
         every = scope.level_bindings(body, part)
         stubs = [b for b in every if scope.is_overload(b.node)]
@@ -153,7 +200,7 @@ class SourceFile:
         wrapping = [b for b in every if not b.is_def and scope.keeps(b.node, part)]
         bindings = [b for b in every if b not in stubs and b not in accessor and b not in wrapping]
         if scope.occurrence(branch) is not None and sum(b.is_def for b in bindings) > 1:
-            return self._occurrence(bindings, part, branch, notes), None
+            return self._occurrence(bindings, part, cast(str, branch), notes), None   # a branch: occurrence
         live = [b for b in bindings if not any(o.line > b.line and scope.encloses(o.path, b.path) for o in bindings)]
         replaced = [b for b in bindings if b not in live]
         if branch is not None and len(live) > 1:
@@ -164,25 +211,10 @@ class SourceFile:
         if not live:
             return None
         if len(live) > 1:
-            others = [b for b in live if not b.is_def]
-            if not others:
-                listed = ", ".join(f"{scope.label(b.path)} (line {b.line})" for b in live)
-                raise TargetAmbiguous(f"{part} is defined in several branches: {listed}; choose one with "
-                                      f"`branch:`", [b.line for b in live])
-            listed = ", ".join(f"{scope.label(b.path)} (line {b.line}: {b.describe()})" for b in live)
-            if not any(b.is_def for b in live):   # pyrsistent's pvector: `= python_pvector` or an import
-                bound = sorted({b.node.value.id for b in live
-                                if isinstance(b.node, ast.Assign) and isinstance(b.node.value, ast.Name)})
-                way = (f"target the definition they bind, {' or '.join(bound)} (its patch runs only where that "
-                       "branch does; verify shows which runs)" if bound else "no branch holds one to patch")
-                raise TargetAmbiguous(f"{part} is bound in several branches: {listed}; none of them is a "
-                                      f"definition: {way}", [b.line for b in live])
-            raise TargetAmbiguous(f"{part} is bound in several branches: {listed}; which one is live depends "
-                                  f"on which branch runs, and {others[0].describe()} is no definition to patch; "
-                                  f"choose one with `branch:`", [b.line for b in live])
+            raise _several_live(part, live)
         chosen = live[0]
         if assignment and is_assignment(chosen.node, part):
-            return chosen.node, None
+            return cast(ast.Assign | ast.AnnAssign, chosen.node), None
         accessors = scope.property_call(chosen.node, part)
         if accessors is not None and not chosen.path:   # ``value = property(_get, _set)``: its functions
             return self._property_functions(body, part, accessors, chosen.line, notes)
@@ -192,48 +224,34 @@ class SourceFile:
             raise TargetNotLive(f"{part} is bound by {chosen.describe()} at line {chosen.line}{where}: that "
                                 f"binding is live, not a definition patchspec can patch", [chosen.line])
         node = chosen.node
-        if stubs:
-            notes.append(f"{len(stubs)} @overload stub{'s' if len(stubs) > 1 else ''} of {part} skipped")
-        handlers = [b for b in replaced if scope.registered_type(b.node)]
-        if handlers:
-            listed = ", ".join(f"register({scope.registered_type(b.node)[1]}) at line {b.line}" for b in handlers)
-            notes.append(f"{part} is defined {len(replaced) + 1} times; this is the last (line {node.lineno}); the "
-                         f"singledispatch handlers before it ({listed}) are chosen with `branch: register(TYPE)` "
-                         f"or `branch: definition N`")
-        elif replaced:
-            notes.append(f"{part} is defined {len(replaced) + 1} times; the last at its level (line "
-                         f"{node.lineno}) is live")
-        if chosen.path:
-            notes.append(f"{part} in branch {scope.label(chosen.path)}")
-        for b in wrapping:
-            if b.line > node.lineno and scope.encloses(chosen.path, b.path):
-                notes.append(f"{part} is rebound at line {b.line} by {b.describe()}, which wraps it")
+        notes.extend(_how_chosen(part, chosen, stubs, replaced, wrapping))
         props = [b for b in accessor if b.line > node.lineno and scope.encloses(chosen.path, b.path)]
         if not scope.is_property(node):
             if props:
                 raise TargetNotLive(f"{part} is rebound by the @{part}.{scope.accessor_of(props[-1].node, part)} "
                                     f"function at line {props[-1].line}, and {part} (line {node.lineno}) is no "
                                     f"property", [props[-1].line])
-            return node, None
+            return cast(DefNode, node), None   # a binding that is a definition (is_def)
         kinds: dict[str, DefNode] = {}
-        for b in props:
-            kinds[scope.accessor_of(b.node, part)] = b.node
-        getter = kinds.pop("getter", node)
+        for b in props:   # each an accessor's function (``accessor_of`` named its kind)
+            kinds[cast(str, scope.accessor_of(b.node, part))] = cast(DefNode, b.node)
+        getter = kinds.pop("getter", cast(DefNode, node))
         return getter, kinds
 
     def _occurrence(self, bindings: list[scope.Binding], part: str, branch: str, notes: list[str]) -> DefNode:
         """The definition ``branch`` picks among several of ``part`` (``register(int)``, ``definition 2``):
         live when it is the last binding or a singledispatch handler (the dispatcher keeps it)."""
-        how, value = scope.occurrence(branch)
+        how, value = cast(tuple[str, str | int], scope.occurrence(branch))   # _live asks only for one
         defs = [b for b in bindings if b.is_def]
         if how == "definition":
-            chosen = defs[value - 1] if 0 < value <= len(defs) else None
+            number = cast(int, value)
+            chosen = defs[number - 1] if 0 < number <= len(defs) else None
         else:
-            chosen = next((b for b in defs if (scope.registered_type(b.node) or ("", ""))[1]
-                           and scope.occurrence(f"register({scope.registered_type(b.node)[1]})") == (how, value)),
+            chosen = next((b for b in defs if scope.registered_name(b.node)
+                           and scope.occurrence(f"register({scope.registered_name(b.node)})") == (how, value)),
                           None)
         if chosen is None:
-            listed = ", ".join(f"line {b.line}" + (f" register({scope.registered_type(b.node)[1]})"
+            listed = ", ".join(f"line {b.line}" + (f" register({scope.registered_name(b.node)})"
                                                    if scope.registered_type(b.node) else "") for b in defs)
             raise TargetAmbiguous(f"{part} has no definition {branch!r}: it is defined {len(defs)} times "
                                   f"({listed or 'no def'})", [b.line for b in defs])
@@ -242,7 +260,7 @@ class SourceFile:
             raise TargetNotLive(f"{part} ({branch}, line {chosen.line}) is rebound at line {later[0].line} and is "
                                 f"no singledispatch handler: nothing keeps it", [later[0].line])
         notes.append(f"{part} is defined {len(defs)} times: {branch} (line {chosen.line})")
-        return chosen.node
+        return cast(DefNode, chosen.node)   # one of defs
 
     def _property_functions(self, body: list[ast.stmt], part: str, names: dict[str, str], line: int,
                             notes: list[str]) -> tuple[DefNode, dict[str, DefNode]]:
@@ -254,11 +272,11 @@ class SourceFile:
             if node is None or node[1] is not None or node[0].lineno > line:
                 raise TargetNotLive(f"{part} is `{part} = property(...)` at line {line}, and its {kind} {name} is "
                                     f"no function defined before it at that level", [line])
-            found[kind] = node[0]
+            found[kind] = cast(DefNode, node[0])   # not asked for an assignment: a definition
         notes.append(f"{part} is `property({', '.join(names.values())})` at line {line}")
         return found.pop("getter"), found
 
-    def _refuse_rebound(self, parts: list[str], found: DefNode) -> None:
+    def _refuse_rebound(self, parts: list[str], found: TargetNode) -> None:
         """A definition replaced after the module's statements ran: by a function's ``global`` rebinding
         of a module-level name, or by a ``Class.attr = ...`` of a class's member (at module level after
         the class, or in a function)."""
@@ -294,7 +312,7 @@ class SourceFile:
         walk(self.tree.body, "")
         return out
 
-    def fragment(self, node: DefNode, keep: Callable[[str], bool] | None = None) -> "Fragment":
+    def fragment(self, node: TargetNode, keep: Callable[[str], bool] | None = None) -> Fragment:
         return Fragment.parse(self, node, keep)
 
     def import_line(self) -> int:
@@ -308,7 +326,7 @@ class SourceFile:
             is_doc = (index == 0 and isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
                       and isinstance(stmt.value.value, str))
             if is_doc or isinstance(stmt, ast.Import | ast.ImportFrom):
-                after = stmt.end_lineno
+                after = cast(int, stmt.end_lineno)   # ast sets it
             else:
                 break
         return after
@@ -318,7 +336,7 @@ class SourceFile:
         return first[: len(first) - len(first.lstrip())]
 
 
-def _defs(body: list[ast.stmt]):
+def _defs(body: list[ast.stmt]) -> Iterator[DefNode]:
     for stmt in body:
         if isinstance(stmt, DefNode):
             yield stmt
@@ -335,10 +353,11 @@ def block_of(suite: cst.SimpleStatementSuite) -> cst.IndentedBlock:
     return cst.IndentedBlock(body=lines)
 
 
-def span(node: DefNode) -> tuple[int, int]:
-    """First and last line (1-based, inclusive) of a definition, decorators included."""
+def span(node: ast.stmt | ast.expr) -> tuple[int, int]:
+    """First and last line (1-based, inclusive) of a statement (or an expression), a definition's decorators
+    included."""
     start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
-    return start, node.end_lineno
+    return start, cast(int, node.end_lineno)   # ast sets it
 
 
 STAND_IN_PREFIX = "__patchspec_stand_in_"
@@ -386,14 +405,15 @@ class Fragment:
     stand_ins: dict[str, str] = field(default_factory=dict)   # a stand-in -> the text it stands for (no indent)
 
     @classmethod
-    def parse(cls, source: SourceFile, node: DefNode, keep: Callable[[str], bool] | None = None) -> "Fragment":
+    def parse(cls, source: SourceFile, node: TargetNode, keep: Callable[[str], bool] | None = None) -> Fragment:
         start, end = span(node)
         lines = source.lines[start - 1:end]
         indented = lines[0][:1] in (" ", "\t") if lines else False
         header = "if True:" + source.newline if indented else ""
         stand_ins: dict[str, str] = {}
         if keep is not None:
-            lines, stand_ins = _stand_in(source, node, start, keep)
+            # keep is given for a function's fragment only (``Definition.fragment``)
+            lines, stand_ins = _stand_in(source, cast(ast.FunctionDef | ast.AsyncFunctionDef, node), start, keep)
         text = "".join(lines)
         if text and not text.endswith(("\n", "\r")):
             text += source.newline
@@ -409,17 +429,17 @@ class Fragment:
                               f"{str(exc).splitlines()[0]}") from None
         if stand_ins and not _stands_as_block(module, header):   # a stand-in took the header's line
             return cls.parse(source, node)
-        parsed = module.body[0].body.body[0] if header else module.body[0]
+        parsed = _definition(module, header)
         if not isinstance(parsed.body, cst.SimpleStatementSuite):
             return cls(source, start, end, module, header, stand_ins=stand_ins)
         expanded = parsed.with_changes(body=block_of(parsed.body))
-        module = module.deep_replace(parsed, expanded) if header else module.with_changes(body=[expanded])
+        module = cast(cst.Module, module.deep_replace(parsed, expanded)) if header \
+            else module.with_changes(body=[expanded])
         return cls(source, start, end, module, header, one_line=True)
 
     @property
     def node(self) -> cst.FunctionDef | cst.ClassDef:
-        first = self.module.body[0]
-        return first.body.body[0] if self.header else first
+        return _definition(self.module, self.header)
 
     def render(self, module: cst.Module) -> str:
         """The lines that replace this fragment's lines in the file."""
@@ -434,15 +454,24 @@ class Fragment:
         return code
 
 
+def _definition(module: cst.Module, header: str) -> cst.FunctionDef | cst.ClassDef:
+    """A fragment's definition: the module's one statement, or that of its ``if True:`` block (an assignment
+    target's is its statement line, which the kinds that take one read as such)."""
+    first = module.body[0]
+    inner = cast(cst.IndentedBlock, cast(cst.If, first).body).body[0] if header else first
+    return cast(cst.FunctionDef | cst.ClassDef, inner)
+
+
 def _stands_as_block(module: cst.Module, header: str) -> bool:
     """Whether a fragment with stand-ins is still one function with an indented body."""
-    first = module.body[0] if module.body else None
+    first: cst.CSTNode | None = module.body[0] if module.body else None
     if header:
         first = first.body.body[0] if isinstance(first, cst.If) and len(first.body.body) == 1 else None
     return isinstance(first, cst.FunctionDef) and isinstance(first.body, cst.IndentedBlock) and len(module.body) == 1
 
 
-def _stand_in(source: SourceFile, node: DefNode, start: int, keep: Callable[[str], bool]):
+def _stand_in(source: SourceFile, node: ast.FunctionDef | ast.AsyncFunctionDef, start: int,
+              keep: Callable[[str], bool]) -> tuple[list[str], dict[str, str]]:
     """The definition's lines with each statement of its body (nested ones too, inside those kept) that
     ``keep`` turns down as a stand-in of as many lines, and the stand-ins' texts (up to the last line's
     ending) with the lines they stand for."""

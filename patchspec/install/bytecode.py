@@ -20,7 +20,9 @@ import importlib.util
 import re
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, cast
 
 from patchspec.install import interpreter
 from patchspec.install.root import Root
@@ -65,9 +67,9 @@ def restored(root: Root, rel: str, pristine: bytes) -> dict[str, bytes | None]:
         data = root.read_bytes(copy)
         writes[copy] = None
         how = mode(data)
-        if how == "timestamp":
+        if data is not None and how == "timestamp":   # (a mode is read only from bytes)
             ok = int.from_bytes(data[12:16], "little") == len(pristine) & 0xFFFFFFFF
-        elif how is not None and data[:4] == importlib.util.MAGIC_NUMBER:
+        elif data is not None and how is not None and data[:4] == importlib.util.MAGIC_NUMBER:
             ok = data[8:16] == importlib.util.source_hash(pristine)
         else:
             ok = how == "checked-hash"      # another Python's: the one that reads it checks it
@@ -95,7 +97,7 @@ def _may_match(pyc: bytes, data: bytes | None, now: int) -> bool:
     return data is not None and size == len(data) & 0xFFFFFFFF and mtime >= now
 
 
-def rewrites(root: Root, sources: dict[str, bytes | None], python: interpreter.Interpreter | None,
+def rewrites(root: Root, sources: Mapping[str, bytes | None], python: interpreter.Interpreter | None,
              ) -> dict[str, bytes | None]:
     """The ``.pyc`` writes that go with writing ``sources`` (rel -> new bytes; ``None``: removed)."""
     writes: dict[str, bytes | None] = {}
@@ -105,17 +107,17 @@ def rewrites(root: Root, sources: dict[str, bytes | None], python: interpreter.I
         for pyc in cached(root, rel):
             old = root.read_bytes(pyc)
             how = mode(old)
-            if how == "timestamp" and not _may_match(old, data, now):
+            if how == "timestamp" and old is not None and not _may_match(old, data, now):
                 continue  # it names the old text's mtime and size: Python compiles the new text
             writes[pyc] = None
             if data is not None and python is not None and how in ("checked-hash", "unchecked-hash"):
-                match = _NAME.fullmatch(Path(pyc).name)
+                match = cast(re.Match[str], _NAME.fullmatch(Path(pyc).name))   # cached() lists only such names
                 todo.append((rel, pyc, data, how, match["tag"], int(match["opt"] or 0)))
-    if not todo:
+    if not todo or python is None:   # (todo is empty without an interpreter)
         return writes
     with tempfile.TemporaryDirectory(prefix="patchspec-pyc-") as tmp:
-        items = []
-        for number, (rel, pyc, data, how, tag, opt) in enumerate(todo):
+        items: list[dict[str, Any]] = []
+        for number, (rel, _pyc, data, how, tag, opt) in enumerate(todo):
             source = Path(tmp, f"{number}.py")
             source.write_bytes(data)
             items.append({"source": str(source), "dfile": str(root.path / rel), "cfile": f"{tmp}/{number}.pyc",
@@ -124,7 +126,7 @@ def rewrites(root: Root, sources: dict[str, bytes | None], python: interpreter.I
             answer = interpreter.ask(python, root.path, {"compile": items}, 120.0)
         except interpreter.ProbeError:
             return writes  # none can be compiled: all are removed
-        for (rel, pyc, *_), item, result in zip(todo, items, answer["compiled"]):
+        for (_, pyc, *_), item, result in zip(todo, items, answer["compiled"], strict=True):
             if result == "compiled":
                 writes[pyc] = Path(item["cfile"]).read_bytes()
     return writes

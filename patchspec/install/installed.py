@@ -12,8 +12,10 @@ import hashlib
 import posixpath
 import re
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from packaging.utils import canonicalize_name
 
@@ -44,17 +46,17 @@ def scan(root: Path) -> dict[str, Installed]:
         for package in _top_level_packages(dist):
             found.setdefault(package, Installed(package, name, metadata["Version"], str(dist / "METADATA"), dist))
     for project in (root, root.parent):  # a source tree: its src/ or flat layout, the metadata beside it
-        name, version, source = _project_metadata(project)
+        project_name, version, source = _project_metadata(project)
         if version is None:
             continue
         for package in _packages_in(root):
-            if package not in found and (name is None or _same_project(name, package)):
-                found[package] = Installed(package, name, version, source)
+            if package not in found and (project_name is None or _same_project(project_name, package)):
+                found[package] = Installed(package, project_name, version, source)
     for package in _packages_in(root):
         if package not in found:
-            version = _version_file(root / package)
-            if version is not None:
-                found[package] = Installed(package, None, version[0], version[1])
+            in_file = _version_file(root / package)
+            if in_file is not None:
+                found[package] = Installed(package, None, in_file[0], in_file[1])
     return found
 
 
@@ -172,7 +174,7 @@ class PipRecords:
             self._hashes[package] = dist.hashes()
         return self._hashes[package].get(rel)
 
-    def packages(self, files) -> dict[str, PackageRecord]:
+    def packages(self, files: Iterable[str]) -> dict[str, PackageRecord]:
         out = {}
         for rel in files:
             dist = self.dist(rel)
@@ -218,8 +220,9 @@ class DistInfo:
 
     @classmethod
     def read(cls, item: Installed) -> DistInfo:
+        dist_info = cast(Path, item.dist_info)   # read only for a package pip installed (``dist``)
         try:
-            record = (item.dist_info / "RECORD").read_bytes()
+            record = (dist_info / "RECORD").read_bytes()
         except OSError:
             record = None
         return cls(item.version, record)

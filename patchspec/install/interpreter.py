@@ -21,6 +21,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any, Self, cast
 
 from patchspec.errors import PatchspecError
 from patchspec.install import processes
@@ -68,27 +69,39 @@ def find(root: Path, given: str | None = None, kept: str | None = None) -> Inter
     return None
 
 
-def finder(python: Interpreter | None, root: Path):
+@dataclass(frozen=True)
+class Finder:
     """``names -> the top-level modules among them that cannot be found``: by the root's interpreter,
     else (a root no interpreter is known to run) by the one running patchspec, with the root first."""
-    def missing(names: list[str]) -> list[str]:
-        if python is not None:
+
+    python: Interpreter | None
+    root: Path
+
+    @property
+    def where(self) -> str:
+        """What a refusal says of where the names were looked for."""
+        return ("its interpreter" if self.python is not None else
+                "the interpreter running patchspec (no interpreter is known to run the root: --python names it)")
+
+    def __call__(self, names: list[str]) -> list[str]:
+        if self.python is not None:
             try:
-                return ask(python, root, {"find": names}, 60.0)["missing"]
+                missing: list[str] = ask(self.python, self.root, {"find": names}, 60.0)["missing"]
+                return missing
             except ProbeError as exc:
                 raise PatchspecError(f"cannot ask the root's interpreter which modules it has: {exc}") from None
-        sys.path.insert(0, str(root))
+        sys.path.insert(0, str(self.root))
         try:
             return [n for n in names if importlib.util.find_spec(n) is None]
         finally:
-            sys.path.remove(str(root))
-    # what a refusal says of where the names were looked for
-    missing.where = ("its interpreter" if python is not None else
-                     "the interpreter running patchspec (no interpreter is known to run the root: --python names it)")
-    return missing
+            sys.path.remove(str(self.root))
 
 
-def ask(interpreter: Interpreter, root: Path, request: dict, timeout: float = TIMEOUT) -> dict:
+def finder(python: Interpreter | None, root: Path) -> Finder:
+    return Finder(python, root)
+
+
+def ask(interpreter: Interpreter, root: Path, request: dict[str, Any], timeout: float = TIMEOUT) -> dict[str, Any]:
     """Run the probe with ``request`` (plus the root) and return its answer. Whether it answers, fails or
     overruns ``timeout``, every process it started is killed before this returns (``processes``), and
     no read waits past the deadline: a child holding the pipes open cannot keep the verb waiting."""
@@ -99,33 +112,41 @@ def ask(interpreter: Interpreter, root: Path, request: dict, timeout: float = TI
                                    env=env, cwd=str(root), start_new_session=True)
     except OSError as exc:
         raise ProbeError(f"cannot run {interpreter.path}: {exc.strerror}") from None
-    pipes = {processes.pipe_name(f.fileno()) for f in (process.stdin, process.stdout, process.stderr)}
-    streams = {process.stdout: bytearray(), process.stderr: _Tail()}
+    stdin, stdout, stderr = _pipes(process)
+    pipes = {processes.pipe_name(f.fileno()) for f in (stdin, stdout, stderr)}
+    streams: dict[IO[bytes], bytearray] = {stdout: bytearray(), stderr: _Tail()}
     payload = (json.dumps({**request, "root": str(root)}) + "\n").encode()
     try:
-        answered = _exchange(process, payload, streams, time.monotonic() + timeout)
+        answered = _exchange(stdin, stdout, payload, streams, time.monotonic() + timeout)
     finally:
         processes.kill_all(process.pid, pipes)
         _drain(streams, time.monotonic() + GRACE)
-        for stream in (process.stdin, process.stdout, process.stderr):
+        for stream in (stdin, stdout, stderr):
             stream.close()
         process.wait()
     if not answered:
         raise ProbeError(f"{interpreter.path} did not finish within {timeout:g}s")
-    out, err = bytes(streams[process.stdout]), bytes(streams[process.stderr])
+    out, err = bytes(streams[stdout]), bytes(streams[stderr])
     try:
-        return json.loads(out.decode())
+        answer: dict[str, Any] = json.loads(out.decode())
+        return answer
     except ValueError:
         tail = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {process.returncode}"]
         raise ProbeError(f"{interpreter.path} did not answer ({tail[0]})") from None
 
 
-def _exchange(process: subprocess.Popen, payload: bytes, streams: dict, deadline: float) -> bool:
+def _pipes(process: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes], IO[bytes]]:
+    """The probe's stdin, stdout and stderr (``ask`` opens all three as pipes)."""
+    return cast(IO[bytes], process.stdin), cast(IO[bytes], process.stdout), cast(IO[bytes], process.stderr)
+
+
+def _exchange(stdin: IO[bytes], stdout: IO[bytes], payload: bytes, streams: dict[IO[bytes], bytearray],
+              deadline: float) -> bool:
     """Write the request and read until the answer ends (its one line is complete, or the probe died);
     ``False`` when ``deadline`` passes first."""
-    os.set_blocking(process.stdin.fileno(), False)   # a probe that never reads cannot hold the write past the deadline
+    os.set_blocking(stdin.fileno(), False)   # a probe that never reads cannot hold the write past the deadline
     with selectors.DefaultSelector() as selector:
-        selector.register(process.stdin, selectors.EVENT_WRITE)
+        selector.register(stdin, selectors.EVENT_WRITE)
         for stream in streams:
             selector.register(stream, selectors.EVENT_READ)
         sent = 0
@@ -134,19 +155,20 @@ def _exchange(process: subprocess.Popen, payload: bytes, streams: dict, deadline
             if left <= 0:
                 return False
             for key, _ in selector.select(left):
-                if key.fileobj is process.stdin:
+                if key.fileobj is stdin:
                     try:
-                        sent += os.write(process.stdin.fileno(), payload[sent:sent + 65536])
+                        sent += os.write(stdin.fileno(), payload[sent:sent + 65536])
                     except BlockingIOError:   # the pipe took less than select promised: wait again
                         pass
                     except BrokenPipeError:
                         sent = len(payload)
                     if sent == len(payload):
-                        selector.unregister(process.stdin)   # kept open: the probe waits for its end
+                        selector.unregister(stdin)   # kept open: the probe waits for its end
                     continue
-                chunk = os.read(key.fileobj.fileno(), 65536)
-                streams[key.fileobj] += chunk
-                if key.fileobj is process.stdout and (not chunk or b"\n" in chunk):
+                stream = cast(IO[bytes], key.fileobj)   # registered above: the streams
+                chunk = os.read(stream.fileno(), 65536)
+                streams[stream] += chunk
+                if stream is stdout and (not chunk or b"\n" in chunk):
                     return True
                 if not chunk:
                     selector.unregister(key.fileobj)
@@ -156,14 +178,16 @@ class _Tail(bytearray):
     """The last bytes of a stream only: an import may print gigabytes to stderr, and only its last line
     is shown."""
 
-    def __iadd__(self, chunk):
+    # bytes only, as bytearray's own += (typeshed's bytearray narrows MutableSequence's Iterable[int] so too,
+    # and its __add__ returns a plain bytearray where this keeps the tail)
+    def __iadd__(self, chunk: bytes) -> Self:  # type: ignore[override, misc]
         super().__iadd__(chunk)
         if len(self) > 2 * ERR_TAIL:
             del self[:-ERR_TAIL]
         return self
 
 
-def _drain(streams: dict, deadline: float) -> None:
+def _drain(streams: dict[IO[bytes], bytearray], deadline: float) -> None:
     """Read what is left in ``streams`` until each ends or ``deadline`` passes."""
     with selectors.DefaultSelector() as selector:
         for stream in streams:
@@ -171,7 +195,8 @@ def _drain(streams: dict, deadline: float) -> None:
                 selector.register(stream, selectors.EVENT_READ)
         while selector.get_map() and (left := deadline - time.monotonic()) > 0:
             for key, _ in selector.select(left):
-                chunk = os.read(key.fileobj.fileno(), 65536)
-                streams[key.fileobj] += chunk
+                stream = cast(IO[bytes], key.fileobj)   # registered above: the streams
+                chunk = os.read(stream.fileno(), 65536)
+                streams[stream] += chunk
                 if not chunk:
-                    selector.unregister(key.fileobj)
+                    selector.unregister(stream)

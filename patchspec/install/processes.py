@@ -9,6 +9,7 @@ nothing new; then all of them are killed at once. Without ``/proc`` only the pro
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import signal
@@ -88,10 +89,8 @@ def kill_all(leader: int, pipes: set[str], wait: float = 5.0) -> set[int]:
             for pid, fd in held.items():
                 _signal(pid, fd, signal.SIGKILL)
             _wait_gone([fd for fd in held.values() if fd is not None], time.monotonic() + wait)
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(leader, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
     finally:
         for fd in held.values():
             if fd is not None:

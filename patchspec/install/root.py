@@ -6,6 +6,7 @@ import posixpath
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from patchspec.compiler import encoding
 from patchspec.errors import PatchspecError
@@ -13,15 +14,20 @@ from patchspec.errors import PatchspecError
 STATE_DIR = ".patchspec"
 
 
+def os_reason(exc: OSError) -> str:
+    """What the system says went wrong (``No such file or directory``): its text for the error number."""
+    return os.strerror(exc.errno) if exc.errno is not None else str(exc)
+
+
 @dataclass(frozen=True)
 class Root:
     path: Path
     # rel -> bytes (None: absent) that reads see instead of the disk: the files as an interrupted run's
     # journal says they were before it (read-only verbs answer from there; see ``txn.pending_view``).
-    overlay: dict | None = field(default=None, compare=False)
+    overlay: dict[str, bytes | None] | None = field(default=None, compare=False)
 
     @classmethod
-    def open(cls, path: "str | Path | Root") -> "Root":
+    def open(cls, path: str | Path | Root) -> Root:
         if isinstance(path, Root):  # a view already opened (``txn.pending_view``)
             return path
         root = Path(path)
@@ -51,8 +57,8 @@ class Root:
         try:
             return None if data is None else encoding.decode(data)
         except (UnicodeDecodeError, LookupError) as exc:
-            raise PatchspecError(f"cannot decode as {encoding.detect(data)}: {exc}",
-                                 file=str(self.path / rel)) from None
+            raise PatchspecError(f"cannot decode as {encoding.detect(cast(bytes, data))}: {exc}",
+                                 file=str(self.path / rel)) from None   # data: decoding raised, so not None
 
     def read_bytes(self, rel: str, limit: int | None = None) -> bytes | None:
         """The bytes of a regular file, ``None`` when absent; a directory, FIFO or device is refused
@@ -66,7 +72,7 @@ class Root:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            raise PatchspecError(f"cannot read: {os.strerror(exc.errno)}", file=str(path)) from None
+            raise PatchspecError(f"cannot read: {os_reason(exc)}", file=str(path)) from None
         if not stat.S_ISREG(mode):
             raise PatchspecError("not a regular file (a directory, FIFO or device is never patched); "
                                  "nothing was written", file=str(path))
@@ -76,9 +82,18 @@ class Root:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError as exc:
-            raise PatchspecError(f"cannot read: {os.strerror(exc.errno)}", file=str(path)) from None
+            raise PatchspecError(f"cannot read: {os_reason(exc)}", file=str(path)) from None
         with os.fdopen(fd, "rb") as handle:
-            return handle.read()
+            data: bytes = handle.read()
+            return data
+
+    def modules(self, package: str) -> list[str]:
+        """The ``.py`` files of a package directory, root-relative, in order (links not followed)."""
+        top = self.path / package
+        if top.is_symlink() or not top.is_dir():
+            return []
+        return sorted(str((Path(folder) / name).relative_to(self.path)) for folder, dirs, names in os.walk(top)
+                      for name in names if name.endswith(".py") and "__pycache__" not in folder)
 
     def has_package(self, package: str) -> bool:
         """A package directory, or a one-module distribution's ``package.py``."""

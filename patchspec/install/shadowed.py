@@ -1,12 +1,14 @@
 """What Python may run instead of a target's source, seen statically: a compiled module beside the
 ``.py`` (an accelerator, mypyc, Cython: Python imports it first), and a package above the module that
-binds the target's name in a ``try``/``except`` (or ``if``) import (an accelerator with a pure fallback).
+binds the target's name in a ``try``/``except`` (or ``if``) import (an accelerator with a pure fallback),
+and a module beside it that chooses the same way between the target's module and another (yarl's
+``_quoting.py`` between ``_quoting_c`` and ``_quoting_py``).
 ``init``, ``compile``, ``check`` and ``apply`` warn of both; the run-time proof shows which one runs."""
 from __future__ import annotations
 
 import ast
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from patchspec.compiler import scope
 from patchspec.install.root import Root
@@ -17,7 +19,17 @@ COMPILED = (".so", ".pyd")
 def warnings(root: Root, rel: str, qualname: str, read: Callable[[str], str | None]) -> list[str]:
     """One line per way ``rel``'s ``qualname`` may not be what runs (``read``: rel -> pristine text)."""
     top = qualname.split(".")[0]
-    return compiled_siblings(root, rel) + fallback_bindings(rel, top, read) + fallback_aliases(rel, top, read)
+    return (compiled_siblings(root, rel) + fallback_bindings(rel, top, read, sibling_modules(root, rel))
+            + fallback_aliases(rel, top, read))
+
+
+def sibling_modules(root: Root, rel: str) -> list[str]:
+    """The other ``.py`` modules of ``rel``'s package (its ``__init__`` is read as a package above)."""
+    folder, name = posixpath.split(rel)
+    if not folder or not (root.path / folder).is_dir():
+        return []
+    return sorted(posixpath.join(folder, p.name) for p in (root.path / folder).iterdir()
+                  if p.suffix == ".py" and p.name not in (name, "__init__.py") and p.is_file())
 
 
 def compiled_siblings(root: Root, rel: str) -> list[str]:
@@ -31,29 +43,39 @@ def compiled_siblings(root: Root, rel: str) -> list[str]:
             f"{name}, so no patch of its source runs there (verify shows what runs)" for f in found]
 
 
-def fallback_bindings(rel: str, name: str, read: Callable[[str], str | None]) -> list[str]:
-    """A package above ``rel`` binding ``name`` in more than one branch (``try``/``except``, ``if``), one
-    of them an import from ``rel``'s module: in the other branch, callers of the package's name do not
-    reach ``rel``."""
+def fallback_bindings(rel: str, name: str, read: Callable[[str], str | None],
+                      siblings: Sequence[str] = ()) -> list[str]:
+    """A package above ``rel``, or a module beside it (``siblings``), binding ``name`` in more than one
+    branch (``try``/``except``, ``if``), one of them an import from ``rel``'s module: in the other branch,
+    callers of that module's name do not reach ``rel``."""
     module = rel.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
     parts = module.split(".")
+    places = [("/".join(parts[:depth]) + "/__init__.py", ".".join(parts[:depth]), ".".join(parts[:depth]))
+              for depth in range(len(parts) - 1, 0, -1)]
+    places += [(sibling, ".".join(parts[:-1] + [posixpath.basename(sibling).removesuffix(".py")]),
+                ".".join(parts[:-1])) for sibling in siblings]
     out = []
-    for depth in range(len(parts) - 1, 0, -1):
-        package = ".".join(parts[:depth])
-        init = "/".join(parts[:depth]) + "/__init__.py"
-        tree = _tree(read(init))
+    for path, owner, package in places:   # package: what the file's relative imports start from
+        tree = _tree(read(path))
         if tree is None:
             continue
         bindings = [b for b in scope.level_bindings(tree.body, name) if b.path]
         mine = [b for b in bindings if _imports_from(b.node, package, module)]
-        others = [b for b in bindings if b not in mine]
+        others = sorted((b for b in bindings if b not in mine), key=_type_checking)   # one that runs first
         if mine and others:
             other = others[0]
-            out.append(f"{init}:{other.line}: {package}.{name} is bound in {scope.label(other.path)} by "
+            out.append(f"{path}:{other.line}: {owner}.{name} is bound in {scope.label(other.path)} by "
                        f"{other.describe()}, and from {module} only in {scope.label(mine[0].path)} (line "
-                       f"{mine[0].line}): when the other branch runs, callers of {package}.{name} do not reach "
+                       f"{mine[0].line}): when the other branch runs, callers of {owner}.{name} do not reach "
                        f"{rel} (verify shows which runs)")
     return out
+
+
+def _type_checking(binding: scope.Binding) -> bool:
+    """The binding sits under ``if TYPE_CHECKING:``, which never runs (immutables' ``from ._map import Map``
+    for the type checker, beside the ``try`` that imports it)."""
+    return any(key[0] == "if" and text in ("if TYPE_CHECKING", "if typing.TYPE_CHECKING")
+               for _, key, text in binding.path)
 
 
 def _tree(text: str | None) -> ast.Module | None:

@@ -20,13 +20,17 @@ import json
 import math
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
+from typing import IO, Any, cast, overload
 
 import jsonschema
+from jsonschema.protocols import Validator
 
 from patchspec.errors import PatchspecError
-from patchspec.install.root import STATE_DIR, Root, inside
+from patchspec.install.root import STATE_DIR, Root, inside, os_reason
 
 STATE_FILE = f"{STATE_DIR}/state.json"
 PRISTINE_DIR = f"{STATE_DIR}/pristine"
@@ -46,6 +50,10 @@ class ProofState(enum.StrEnum):
     NO_INTERPRETER = "no-interpreter"  # no interpreter is known to run the root
 
 
+@overload
+def sha256(data: bytes) -> str: ...
+@overload
+def sha256(data: bytes | None) -> str | None: ...
 def sha256(data: bytes | None) -> str | None:
     return None if data is None else hashlib.sha256(data).hexdigest()
 
@@ -91,14 +99,15 @@ class SpecRecord:
 
 
 @functools.cache
-def _validator(name: str):
+def _validator(name: str) -> Validator:
     """``schema/NAME.schema.json``'s validator, built once (``jsonschema.validate`` checks the schema itself on
     every call, the most of a check)."""
     schema = json.loads(resources.files("patchspec").joinpath(f"schema/{name}.schema.json").read_text())
-    return jsonschema.validators.validator_for(schema)(schema)
+    validator: Validator = jsonschema.validators.validator_for(schema)(schema)
+    return validator
 
 
-def parse_record(raw: bytes, what: str):
+def parse_record(raw: bytes, what: str) -> Any:
     """The JSON of a record patchspec reads back (the state, the journal): untrusted input, so any bytes,
     size or nesting gives a ``ValueError`` saying what is wrong, never another error."""
     try:
@@ -109,7 +118,7 @@ def parse_record(raw: bytes, what: str):
         raise ValueError(f"{what} is unreadable: {exc}") from None
 
 
-def check_record(data, name: str, what: str, current: int) -> None:
+def check_record(data: Any, name: str, what: str, current: int) -> None:
     """Raise a ``ValueError`` saying what is wrong unless ``data`` is a record of ``schema/NAME.schema.json``
     in a format up to ``current`` (its ``"version"``): checked before anything acts on it."""
     version = data.get("version") if isinstance(data, dict) else None
@@ -132,7 +141,7 @@ class State:
     snippets: dict[str, SnippetRecord] = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, data, where: str) -> "State":
+    def from_json(cls, data: Any, where: str) -> State:
         """The record in ``data``: every older format reads (a version 1 record as one whose proof never
         ran); the next write is in the current format. A newer one is refused, saying so."""
         try:
@@ -158,7 +167,7 @@ class State:
         """The interpreter a ``--python`` named for this root, as the latest spec applied with one kept it."""
         return next((rec.python for rec in reversed(self.specs.values()) if rec.python), None)
 
-    def paths(self):
+    def paths(self) -> Iterator[tuple[str, str]]:
         """(where in the record, path) of every path the record names under the root."""
         for kind in ("files", "snippets"):
             yield from ((f"{kind}/{rel}", rel) for rel in getattr(self, kind))
@@ -178,7 +187,8 @@ class State:
         writes: dict[str, bytes | None] = {}
         for rel, data in patched.items():
             if rel not in self.files:
-                self.files[rel] = FileRecord(sha256(pristine[rel]), "", [], record_hashes.get(rel))
+                # a file a spec patches is there: its pristine bytes are
+                self.files[rel] = FileRecord(sha256(cast(bytes, pristine[rel])), "", [], record_hashes.get(rel))
                 writes[pristine_path(rel)] = pristine[rel]
             self.files[rel].specs.append(name)
             self.files[rel].patched_sha256 = sha256(data)
@@ -192,6 +202,16 @@ class State:
         are to go) and the snippet files no spec needs any more."""
         rec = self.specs.pop(name)
         return rec, _unlist(self.files, rec.files, name), _unlist(self.snippets, rec.snippets, name)
+
+    def unlist_spec(self, name: str) -> SpecRecord:
+        """Take ``name`` out of the record, keeping its files' and snippet files' entries (their pristine
+        copies stay): the spec is recorded again as the apply that patches it again writes it."""
+        rec = self.specs.pop(name)
+        for rel in rec.files:
+            self.files[rel].specs.remove(name)
+        for rel in rec.snippets:
+            self.snippets[rel].specs.remove(name)
+        return rec
 
     def drop_file(self, rel: str) -> list[str]:
         """Forget one file (an upgrade replaced it): no spec lists it any more; returns those specs."""
@@ -238,7 +258,7 @@ def writer_active(root: Root) -> bool:
 
 
 @contextlib.contextmanager
-def locked(root: Root, timeout: float):
+def locked(root: Root, timeout: float) -> Iterator[None]:
     """One writer per root at a time; another waits up to ``timeout`` seconds, then fails clearly."""
     if not math.isfinite(timeout) or timeout < 0:
         raise PatchspecError(f"lock timeout {timeout!r} is not a finite number of seconds >= 0")
@@ -254,7 +274,7 @@ def locked(root: Root, timeout: float):
             handle = os.fdopen(os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o644),
                                "a+")
         except OSError as exc:
-            raise PatchspecError(f"cannot create the lock file: {os.strerror(exc.errno)}; nothing was written",
+            raise PatchspecError(f"cannot create the lock file: {os_reason(exc)}; nothing was written",
                                  file=str(lock_path)) from None
         try:
             while True:
@@ -263,7 +283,7 @@ def locked(root: Root, timeout: float):
                     break
                 except OSError as exc:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                        raise PatchspecError(f"cannot lock: {os.strerror(exc.errno)}", file=str(lock_path)) from None
+                        raise PatchspecError(f"cannot lock: {os_reason(exc)}", file=str(lock_path)) from None
                     if time.monotonic() >= deadline:
                         raise PatchspecError(f"another patchspec holds the lock for {timeout:g}s; "
                                              "nothing was written", file=str(lock_path)) from None
@@ -284,7 +304,7 @@ def locked(root: Root, timeout: float):
         _release(root, lock_path, handle)
 
 
-def _release(root: Root, lock_path, handle) -> None:
+def _release(root: Root, lock_path: Path, handle: IO[str]) -> None:
     """Leave no trace: with nothing applied and nothing to recover, the lock and the state directory go."""
     try:
         if not any((root.path / STATE_DIR / name).exists() for name in ("state.json", "journal.json")):
@@ -295,7 +315,7 @@ def _release(root: Root, lock_path, handle) -> None:
         handle.close()
 
 
-def _unlist(table: dict, rels: list[str], name: str) -> list[str]:
+def _unlist(table: dict[str, FileRecord] | dict[str, SnippetRecord], rels: list[str], name: str) -> list[str]:
     """Take spec ``name`` off the entries of ``table`` at ``rels``; those no spec lists any more go, and
     their paths are returned."""
     gone = []

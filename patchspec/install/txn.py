@@ -22,12 +22,14 @@ import os
 import shutil
 import signal
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from patchspec.errors import Exit, PatchspecError
-from patchspec.install.root import STATE_DIR, Root, inside
-from patchspec.install.state import RECORD_LIMIT, STATE_FILE, check_record, parse_record, writer_active
+from patchspec.install.root import STATE_DIR, Root, inside, os_reason
+from patchspec.install.state import RECORD_LIMIT, STATE_FILE, check_record, parse_record, sha256, writer_active
 
 JOURNAL = f"{STATE_DIR}/journal.json"
 # a journal without "version" (written before it had one) is version 1; version 2 names the kept old file of
@@ -82,30 +84,13 @@ class _Op:
     new_sha256: str | None
 
 
-def commit(root: Root, writes: dict[str, bytes | None]) -> None:
+def commit(root: Root, writes: Mapping[str, bytes | None]) -> None:
     """Write every file (``None`` deletes it) or none. ``writes`` maps canonical root-relative paths to
     bytes; a failure or an interrupt at any point puts back every byte and removes what it created."""
-    from patchspec.install.state import sha256
-
     fault = _Faults()
     base = root.path
     writes = {root.canonical(rel): data for rel, data in writes.items()}
-    ops, dirs = [], []
-    for rel, data in writes.items():
-        path = base / rel
-        exists = _regular(path)
-        if data is None and not exists:
-            continue
-        if data is not None:
-            parent = path.parent
-            missing = []
-            while not parent.exists():
-                missing.append(parent.relative_to(base).as_posix())
-                parent = parent.parent
-            dirs += [d for d in reversed(missing) if d not in dirs]
-            check_writable(parent)
-        ops.append(_Op(rel, f"{rel}{TMP_SUFFIX}" if data is not None else None,
-                       f"{SAVED_DIR}/{len(ops)}" if exists else None, sha256(data)))
+    ops, dirs = _plan(base, writes)
     journal = base / JOURNAL
     for path in [journal.with_name(journal.name + TMP_SUFFIX)] + [base / op.tmp for op in ops if op.tmp]:
         if os.path.lexists(path):
@@ -123,7 +108,7 @@ def commit(root: Root, writes: dict[str, bytes | None]) -> None:
             path = base / op.path
             old = path.lstat() if op.saved else None
             if op.tmp is not None:
-                _write_new(base / op.tmp, writes[op.path], old, fault)
+                _write_new(base / op.tmp, cast(bytes, writes[op.path]), old, fault)   # a tmp: bytes to write
             if op.saved is not None:
                 _keep(path, base / op.saved, fault)
             touched.add(path.parent)
@@ -146,6 +131,30 @@ def commit(root: Root, writes: dict[str, bytes | None]) -> None:
     _clean_up(root, ops)
 
 
+def _plan(base: Path, writes: dict[str, bytes | None]) -> tuple[list[_Op], list[str]]:
+    """What ``commit`` will journal before it writes: one op per file it replaces, creates or deletes (a
+    deletion of a missing file is none), and the directories it creates, outermost first; a directory it
+    cannot write to is refused here, before anything is written."""
+    ops: list[_Op] = []
+    dirs: list[str] = []
+    for rel, data in writes.items():
+        path = base / rel
+        exists = _regular(path)
+        if data is None and not exists:
+            continue
+        if data is not None:
+            parent = path.parent
+            missing = []
+            while not parent.exists():
+                missing.append(parent.relative_to(base).as_posix())
+                parent = parent.parent
+            dirs += [d for d in reversed(missing) if d not in dirs]
+            check_writable(parent)
+        ops.append(_Op(rel, f"{rel}{TMP_SUFFIX}" if data is not None else None,
+                       f"{SAVED_DIR}/{len(ops)}" if exists else None, sha256(data)))
+    return ops, dirs
+
+
 def _regular(path: Path) -> bool:
     try:
         mode = path.lstat().st_mode
@@ -157,7 +166,7 @@ def _regular(path: Path) -> bool:
     return True
 
 
-def _write_journal(journal: Path, ops: list[_Op], dirs: list[str], fault) -> None:
+def _write_journal(journal: Path, ops: list[_Op], dirs: list[str], fault: _Faults) -> None:
     data = json.dumps({"version": JOURNAL_VERSION, "ops": [op.__dict__ for op in ops], "dirs": dirs},
                       indent=1).encode()
     tmp = journal.with_name(journal.name + TMP_SUFFIX)
@@ -167,7 +176,7 @@ def _write_journal(journal: Path, ops: list[_Op], dirs: list[str], fault) -> Non
     _fsync_dir(journal.parent)
 
 
-def _write_new(path: Path, data: bytes, like: os.stat_result | None, fault) -> None:
+def _write_new(path: Path, data: bytes, like: os.stat_result | None, fault: _Faults) -> None:
     """A new file, never through a link and never over an existing file, with the owner and mode of the
     file it will replace, its bytes on disk before it is renamed anywhere."""
     fault("create", path)
@@ -191,7 +200,7 @@ def _write_new(path: Path, data: bytes, like: os.stat_result | None, fault) -> N
         os.close(fd)
 
 
-def _keep(path: Path, saved: Path, fault) -> None:
+def _keep(path: Path, saved: Path, fault: _Faults) -> None:
     """The old file stays reachable under the state directory until the run commits: a hard link, or on
     another file system a full copy renamed into place once written."""
     fault("link", saved)
@@ -220,17 +229,17 @@ def _undo_now(root: Root, exc: BaseException) -> None:
     try:
         _roll_back(root)
     except OSError as again:
-        raise PatchspecError(f"interrupted, and rolling back failed too ({os.strerror(again.errno)}); "
+        raise PatchspecError(f"interrupted, and rolling back failed too ({os_reason(again)}); "
                              f"`patchspec recover --root {root.path}` finishes it", file=again.filename,
                              exit_code=Exit.INTERNAL) from None
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
     if isinstance(exc, OSError):
-        raise PatchspecError(f"cannot write: {os.strerror(exc.errno)}; every file was put back, nothing was "
+        raise PatchspecError(f"cannot write: {os_reason(exc)}; every file was put back, nothing was "
                              "written", file=str(exc.filename or root.path)) from None
 
 
-def _read_journal(root: Root) -> dict | None:
+def _read_journal(root: Root) -> dict[str, Any] | None:
     """The journal of a run under way or interrupted, checked before anything acts on it: its schema
     (``schema/journal.schema.json``), and every path in it one that patchspec writes under the root (no
     ``..``, no absolute path, no link on the way, the temporary file beside its target). Anything else is
@@ -239,7 +248,7 @@ def _read_journal(root: Root) -> dict | None:
         raw = root.read_bytes(JOURNAL, RECORD_LIMIT)
         if raw is None:
             return None
-        data = parse_record(raw, "the journal of an interrupted run")
+        data: dict[str, Any] = parse_record(raw, "the journal of an interrupted run")
         check_record(data, "journal", "the journal of an interrupted run", JOURNAL_VERSION)
         for index, op in enumerate(data["ops"]):
             for key in ("path", "tmp", "saved"):
@@ -258,7 +267,7 @@ def _read_journal(root: Root) -> dict | None:
     return data
 
 
-def _check_names(data: dict) -> None:
+def _check_names(data: dict[str, Any]) -> None:
     """The names ``commit`` gives: one op per path; the kept old file of op N is ``txn/N`` (version 1: N never
     below the op's place and rising with it), since one naming another op's kept file puts that file's bytes
     over this one's and loses them; each directory a parent of a file the run writes, never one it did not
@@ -292,8 +301,6 @@ def _journal_path(root: Root, rel: str | None, where: str) -> None:
 def _roll_back(root: Root) -> list[str]:
     """Put back, from the journal, every file the interrupted run touched; idempotent, so a recovery that
     is itself interrupted is finished by the next one. Returns the paths put back."""
-    from patchspec.install.state import sha256
-
     base = root.path
     data = _read_journal(root)
     put_back = []
@@ -332,7 +339,7 @@ def recover(root: Root) -> list[str]:
     try:
         put_back = _roll_back(root)
     except OSError as exc:
-        raise PatchspecError(f"cannot roll back the interrupted run: {os.strerror(exc.errno)}",
+        raise PatchspecError(f"cannot roll back the interrupted run: {os_reason(exc)}",
                              file=str(exc.filename)) from None
     return [f"recovered: rolled back an interrupted run ({len(put_back)} file(s) put back: "
             f"{', '.join(put_back) or 'none had been replaced yet'})"]
@@ -344,7 +351,7 @@ def pending_view(root: Root) -> Root:
     data = _read_journal(root)
     if data is None:
         return root
-    overlay = {}
+    overlay: dict[str, bytes | None] = {}
     for raw in data["ops"]:
         op = _Op(**raw)
         if op.saved is None:
@@ -371,10 +378,10 @@ def pending_note(root: Root) -> str | None:
             f"`patchspec recover --root {root.path}` (or the next apply/unapply) rolls it back")
 
 
-def view_token(root: Root) -> tuple:
+def view_token(root: Root) -> tuple[tuple[int, int, int] | None, ...]:
     """What changes when a writer starts or commits a run (its journal, the state record): a read-only
     verb that read the root while this changed reads it again, so that it never answers from a mix."""
-    out = []
+    out: list[tuple[int, int, int] | None] = []
     for rel in (JOURNAL, STATE_FILE):
         try:
             st = os.stat(root.path / rel)

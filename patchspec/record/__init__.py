@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from patchspec.errors import PatchspecError
-from patchspec.record import change as changes, draft as drafting, prove
-from patchspec.record.diff import Drafted
-from patchspec.record.targets import FileDraft, locate, needed_imports, snippet_imports
 from patchspec.install import txn
 from patchspec.install.root import Root
 from patchspec.install.state import locked
+from patchspec.record import change as changes
+from patchspec.record import draft as drafting
+from patchspec.record import prove
+from patchspec.record.diff import Drafted
+from patchspec.record.targets import FileDraft, locate, needed_imports, snippet_imports
 
 
 @dataclass
@@ -79,11 +81,13 @@ def _draft(name: str, change: changes.Change) -> drafting.Draft:
         if wanted or from_snippet:
             imports[item.rel] = list(dict.fromkeys(wanted + from_snippet))
         for qualname in files.snippet_names:
-            code = item.new.code(locate(item.new, qualname))
+            moved_node = locate(item.new, qualname)
+            assert moved_node is not None   # FileDraft.added found it there
+            code = item.new.code(moved_node)
             moved.append(code)
             moved_imports |= set(snippet_imports(item.new, code))
         for target in files.targets:
-            for hook, code in target.snippets.items():
+            for code in target.snippets.values():
                 moved.append(code)
                 moved_imports |= set(snippet_imports(item.new, code))
         targets += files.targets

@@ -12,14 +12,13 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from patchspec.install import installed
-
-from patchspec.install.state import load_state, sha256
-from patchspec.releases import cache
 from patchspec.errors import PatchspecError
+from patchspec.install import installed
+from patchspec.install.root import Root
+from patchspec.install.state import State, load_state, sha256
 from patchspec.model import package_of
 from patchspec.record.text import Text
-from patchspec.install.root import Root
+from patchspec.releases import cache
 
 
 @dataclass
@@ -73,43 +72,11 @@ def hand_edit(root: Root, targets: list[str]) -> Change:
     named = [parse_target(t, root) for t in targets]
     found = installed.scan(root.path)
     records = installed.PipRecords(root)
-    state = load_state(root)
     wanted = {package_of(rel) for rel, _ in named}
-    edited: dict[str, list[str]] = {}   # package -> files
-    for package, item in sorted(found.items()):
-        if wanted and package not in wanted:
-            continue
-        dist = records.dist(package)
-        hashes = dist.hashes() if dist is not None else {}
-        if not hashes:
-            if package in wanted:
-                edited[package] = sorted({rel for rel, _ in named if package_of(rel) == package})
-            continue
-        mine = {rel: sha for rel, sha in hashes.items() if package_of(rel) == package}
-        present = {p.relative_to(root.path).as_posix() for p in _package_files(root.path, package)}
-        for rel in sorted(set(mine) | present):
-            if not rel.endswith(".py"):
-                continue
-            data = root.read_bytes(rel)
-            if rel in state.files:
-                if sha256(data) == state.files[rel].patched_sha256:
-                    continue
-                raise PatchspecError(f"{rel} is patched by {', '.join(state.files[rel].specs)} and was edited "
-                                     "since: record compares with the release's own bytes; unapply "
-                                     f"{state.files[rel].specs[0]} first (keep a copy of your edit) and edit "
-                                     "the pristine file; nothing was written", file=str(root.path / rel))
-            if rel not in mine:
-                raise PatchspecError(f"{rel} was added by the edit: a spec changes the files a release installed, "
-                                     "it adds none; move the new code into a snippet package; nothing was "
-                                     "written", file=str(root.path / rel))
-            if data is None:
-                raise PatchspecError(f"{rel} was deleted by the edit: a spec changes files, it deletes none; "
-                                     "reinstall it; nothing was written", file=str(root.path / rel))
-            if sha256(data) != mine[rel]:
-                edited.setdefault(package, []).append(rel)
+    edited = _edited_files(root, named, wanted, found, records)
     if not edited:
         without = sorted(p for p, item in found.items() if (not wanted or p in wanted)
-                         and not (records.dist(p) and records.dist(p).hashes()))
+                         and not ((dist_info := records.dist(p)) and dist_info.hashes()))
         hint = (f"; {', '.join(without)} has no RECORD hashes to tell an edit by: name the edited definitions "
                 "with --target FILE:QUALNAME") if without else ""
         raise PatchspecError(f"no installed file differs from what its release installed{hint}; nothing was "
@@ -121,27 +88,78 @@ def hand_edit(root: Root, targets: list[str]) -> Change:
     item = found[package]
     dist = item.distribution or package
     pristine_root = Root.open(_release_root(dist, item.version))
-    files = []
-    for rel in rels:
-        data = pristine_root.read_bytes(rel)
-        if data is None:
-            raise PatchspecError(f"{rel} is not in {dist} {item.version}'s wheel or sdist: it was added after "
-                                 "install; nothing was written", file=str(root.path / rel))
-        want = (records.dist(package).hashes() if records.dist(package) else {}).get(rel)
-        if want is not None and sha256(data) != want:
-            raise PatchspecError(f"{rel}: the index's {dist} {item.version} is not what was installed (its bytes "
-                                 "differ from RECORD's sha256); nothing was written", file=str(root.path / rel))
-        edited = root.read_bytes(rel) or b""
-        edit = _decode(edited, str(root.path / rel))
-        pristine = _decode(data, rel)
-        if pristine == edit:
-            continue
-        files.append(FileChange(rel, Text(rel, pristine), Text(rel, edit), Text(rel, edit), data,
-                                qualnames=[q for r, q in named if r == rel], edited=edited))
+    dist_info = records.dist(package)
+    hashes = dist_info.hashes() if dist_info else {}
+    files = [change for rel in rels
+             if (change := _file_change(root, rel, pristine_root, hashes.get(rel), dist, item.version, named))]
     if not files:
         raise PatchspecError("the named files are as their release installed them; nothing was written",
                              file=str(root.path))
     return Change(files, dist, item.version)
+
+
+def _edited_files(root: Root, named: list[tuple[str, str]], wanted: set[str], found: dict[str, installed.Installed],
+                  records: installed.PipRecords) -> dict[str, list[str]]:
+    """Package -> its files whose bytes are not the ones RECORD says pip installed (with no RECORD hashes,
+    the files ``--target`` names)."""
+    state = load_state(root)
+    edited: dict[str, list[str]] = {}
+    for package in sorted(found):
+        if wanted and package not in wanted:
+            continue
+        dist = records.dist(package)
+        hashes = dist.hashes() if dist is not None else {}
+        if not hashes:
+            if package in wanted:
+                edited[package] = sorted({rel for rel, _ in named if package_of(rel) == package})
+            continue
+        mine = {rel: sha for rel, sha in hashes.items() if package_of(rel) == package}
+        present = {p.relative_to(root.path).as_posix() for p in _package_files(root.path, package)}
+        for rel in sorted(set(mine) | present):
+            if rel.endswith(".py") and _differs(root, rel, mine, state):
+                edited.setdefault(package, []).append(rel)
+    return edited
+
+
+def _differs(root: Root, rel: str, mine: dict[str, str], state: State) -> bool:
+    """Whether an installed file is a hand edit a spec can record: refused when patchspec patched it and
+    it was edited since, or when the edit added or deleted it (a spec does neither)."""
+    data = root.read_bytes(rel)
+    if rel in state.files:
+        if sha256(data) == state.files[rel].patched_sha256:
+            return False
+        raise PatchspecError(f"{rel} is patched by {', '.join(state.files[rel].specs)} and was edited "
+                             "since: record compares with the release's own bytes; unapply "
+                             f"{state.files[rel].specs[0]} first (keep a copy of your edit) and edit "
+                             "the pristine file; nothing was written", file=str(root.path / rel))
+    if rel not in mine:
+        raise PatchspecError(f"{rel} was added by the edit: a spec changes the files a release installed, "
+                             "it adds none; move the new code into a snippet package; nothing was "
+                             "written", file=str(root.path / rel))
+    if data is None:
+        raise PatchspecError(f"{rel} was deleted by the edit: a spec changes files, it deletes none; "
+                             "reinstall it; nothing was written", file=str(root.path / rel))
+    return sha256(data) != mine[rel]
+
+
+def _file_change(root: Root, rel: str, pristine_root: Root, want: str | None, dist: str, version: str,
+                 named: list[tuple[str, str]]) -> FileChange | None:
+    """One edited file against the release's own bytes from the index (which must be what RECORD says was
+    installed), or None when its text is the release's after all."""
+    data = pristine_root.read_bytes(rel)
+    if data is None:
+        raise PatchspecError(f"{rel} is not in {dist} {version}'s wheel or sdist: it was added after "
+                             "install; nothing was written", file=str(root.path / rel))
+    if want is not None and sha256(data) != want:
+        raise PatchspecError(f"{rel}: the index's {dist} {version} is not what was installed (its bytes "
+                             "differ from RECORD's sha256); nothing was written", file=str(root.path / rel))
+    edited = root.read_bytes(rel) or b""
+    edit = _decode(edited, str(root.path / rel))
+    pristine = _decode(data, rel)
+    if pristine == edit:
+        return None
+    return FileChange(rel, Text(rel, pristine), Text(rel, edit), Text(rel, edit), data,
+                      qualnames=[q for r, q in named if r == rel], edited=edited)
 
 
 def _package_files(root: Path, package: str):
@@ -179,10 +197,13 @@ def upstream(root: Root, requirement: str, before: str | None, targets: list[str
     files: dict[str, FileChange] = {}
     for rel, qualname in named:
         if rel not in files:
-            texts = [r.read_bytes(rel) for r in (old_root, new_root, root)]
-            for data, which in zip(texts, (before, after, f"the installed {item.version}")):
+            texts = []
+            for r, which in zip((old_root, new_root, root), (before, after, f"the installed {item.version}"),
+                                strict=True):
+                data = r.read_bytes(rel)
                 if data is None:
                     raise PatchspecError(f"{rel} is not in {dist} {which}", file=rel)
+                texts.append(data)
             old, new, here = (_decode(d, rel) for d in texts)
             pristine = texts[2]
             files[rel] = FileChange(rel, Text(rel, old), Text(rel, new), Text(rel, here), pristine)

@@ -16,7 +16,7 @@ import ast
 import copy
 import dataclasses
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from patchspec.errors import PatchspecError
@@ -69,13 +69,19 @@ def header_key(node: ast.stmt) -> str:
     return " ".join(parts)
 
 
+def assignment(node: ast.stmt) -> tuple[str, ast.expr] | None:
+    """``X = value`` / ``X: T = value``: the one plain name it binds, and its value."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        return node.targets[0].id, node.value
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+        return node.target.id, node.value
+    return None
+
+
 def assigned_name(node: ast.stmt) -> str | None:
     """``X = ...`` / ``X: T = ...``: the one plain name it binds."""
-    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-        return node.targets[0].id
-    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-        return node.target.id
-    return None
+    found = assignment(node)
+    return found[0] if found else None
 
 
 @dataclass
@@ -116,7 +122,7 @@ class Differ:
         for op, a1, a2, b1, b2 in keys.get_opcodes():
             a1, a2, b1, b2 = a1 + i1, a2 + i1, b1 + j1, b2 + j1
             if op == "equal":
-                for o, n in zip(old[a1:a2], new[b1:b2]):
+                for o, n in zip(old[a1:a2], new[b1:b2], strict=True):
                     self.statement(o, n)
             elif op == "delete":
                 for o in old[a1:a2]:
@@ -124,7 +130,7 @@ class Differ:
             elif op == "insert":
                 self.insert(old, a1, new[b1:b2])
             elif a2 - a1 == b2 - b1:   # as many statements: each is its own change
-                for o, n in zip(old[a1:a2], new[b1:b2]):
+                for o, n in zip(old[a1:a2], new[b1:b2], strict=True):
                     self.pair(o, n)
             else:
                 self.replace_run(old[a1:a2], new[b1:b2])
@@ -157,11 +163,13 @@ class Differ:
         try:
             for name in (*BLOCKS, "handlers"):
                 before, after = getattr(old, name, None), getattr(new, name, None)
+                if before is None or after is None:   # one type (a shared header): both have the block or neither
+                    continue
                 if name == "handlers" and before:
-                    for h_old, h_new in zip(before, after):
+                    for h_old, h_new in zip(before, after, strict=True):   # their types are in the shared header
                         if dump(h_old.body) != dump(h_new.body):
                             self.block(h_old.body, h_new.body)
-                elif before is not None and dump(before) != dump(after):
+                elif dump(before) != dump(after):
                     if not before or not after:
                         raise _Widen  # an else: added or dropped
                     self.block(before, after)
@@ -185,6 +193,7 @@ class Differ:
         if at > 0 and id(old[at - 1]) in self._replaced:
             index = self._replaced[id(old[at - 1])]
             step = self.steps[index]
+            assert step.new is not None   # a replace step covers the lines of its code
             self.steps[index] = dataclasses.replace(step, keys={**step.keys, "code": step.keys["code"] + "\n" + code},
                                                     new=(step.new[0], span[1]))
         elif at < len(old) and (anchor := self._anchor(old[at])):
@@ -229,7 +238,9 @@ class Differ:
         folded = self._before.pop(id(old[0]), [])
         if folded:  # statements inserted before this one join its replacement
             code = "\n".join([*(self.steps[i].keys["code"] for i in folded), code])
-            span = (self.steps[folded[0]].new[0], span[1])
+            first = self.steps[folded[0]].new
+            assert first is not None   # an insert_before step covers the lines of its code
+            span = (first[0], span[1])
             for i in reversed(folded):
                 del self.steps[i]
         self._replaced[id(old[0])] = len(self.steps)
@@ -257,7 +268,7 @@ class Differ:
         when it is the only difference: the innermost one whose pattern is unique and whose replacement
         the old code does not hold; else False (replace the statement)."""
         for o, n in reversed(_differences(old, new)):
-            if not isinstance(o, ast.expr):
+            if not (isinstance(o, ast.expr) and isinstance(n, ast.expr)):   # one field: both or neither
                 break
             if self.unique(o) and self._absent(n):
                 self._note_reads([n])
@@ -266,7 +277,7 @@ class Differ:
                 return True
         return False
 
-    def _note_reads(self, nodes: list[ast.AST]) -> None:
+    def _note_reads(self, nodes: Iterable[ast.AST]) -> None:
         for node in nodes:
             self.reads |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
@@ -275,10 +286,10 @@ def _wrapper(text: Text, node: ast.Try | ast.With) -> str:
     """A ``try``/``with`` statement at indentation zero with its body written ``$$$BODY``."""
     first = text.lines[node.lineno - 1]
     indent = len(first) - len(first.lstrip())
-    body_start, body_end = node.body[0].lineno, node.body[-1].end_lineno
+    body_start, body_end = node.body[0].lineno, text.lines_of(node.body[-1])[1]
     inner = text.lines[body_start - 1]
     out = []
-    for number in range(node.lineno, node.end_lineno + 1):
+    for number in range(node.lineno, text.lines_of(node)[1] + 1):
         line = text.lines[number - 1]
         if number == body_start:
             out.append(inner[indent:len(inner) - len(inner.lstrip())] + "$$$BODY\n")
@@ -303,7 +314,7 @@ def _differences(old: ast.AST, new: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
             if isinstance(value, list):
                 if len(value) != len(other):
                     return chain
-                differing += [(a, b) for a, b in zip(value, other) if dump(a) != dump(b)]
+                differing += [(a, b) for a, b in zip(value, other, strict=True) if dump(a) != dump(b)]
             elif isinstance(value, ast.AST):
                 if dump(value) != dump(other):
                     differing.append((value, other))
@@ -315,7 +326,8 @@ def _differences(old: ast.AST, new: ast.AST) -> list[tuple[ast.AST, ast.AST]]:
         chain.append(differing[0])
 
 
-def function_steps(differ: Differ, old: ast.AST, new: ast.AST) -> None:
+def function_steps(differ: Differ, old: ast.FunctionDef | ast.AsyncFunctionDef,
+                   new: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
     """A function's changes: defaults become ``set``; body statements become steps; a changed name,
     parameter list, annotation or decorator is refused."""
     lines = differ.new.lines_of(new)
@@ -329,8 +341,9 @@ def function_steps(differ: Differ, old: ast.AST, new: ast.AST) -> None:
             or [d is None for d in o_args.kw_defaults] != [d is None for d in n_args.kw_defaults]:
         raise differ.refuse(lines, "its parameters changed")
     positional = [*o_args.posonlyargs, *o_args.args][len(o_args.args) + len(o_args.posonlyargs) - len(o_args.defaults):]
-    pairs = list(zip(positional, o_args.defaults, n_args.defaults))
-    pairs += [(a, o, n) for a, o, n in zip(o_args.kwonlyargs, o_args.kw_defaults, n_args.kw_defaults) if o is not None]
+    pairs = list(zip(positional, o_args.defaults, n_args.defaults, strict=True))
+    pairs += [(a, o, n) for a, o, n in zip(o_args.kwonlyargs, o_args.kw_defaults, n_args.kw_defaults, strict=True)
+              if o is not None and n is not None]   # the same parameters have defaults (above)
     for arg, before, after in pairs:
         if dump(before) != dump(after):
             differ._note_reads([after])

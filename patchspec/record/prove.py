@@ -56,7 +56,7 @@ def expected_text(old: Text, new: Text, qualnames: list[str]) -> str:
         else:
             scope = qualname.rpartition(".")[0]
             owner = locate(old, scope) if scope else None
-            appended.append((owner.end_lineno if owner is not None else len(lines), body))
+            appended.append((old.lines_of(owner)[1] if owner is not None else len(lines), body))
     for start, end, body in sorted(edits, reverse=True):
         lines[start - 1:end] = body
     for at, body in sorted(appended, reverse=True):
@@ -75,7 +75,7 @@ def difference(compiled: str, expected: str, pristine: str, snippet: str | None,
     want = _normal(ast.parse(expected), base, {}, alias)
     if dump(got) == dump(want):
         return None
-    for a, b in zip(got.body, want.body):
+    for a, b in zip(got.body, want.body, strict=False):   # past the shorter one, the counts below say it
         if dump(a) != dump(b):
             return f"{path}:{getattr(b, 'lineno', '?')}: compiled {ast.unparse(a).splitlines()[0]!r}, the change has " \
                    f"{ast.unparse(b).splitlines()[0]!r}"
@@ -83,7 +83,7 @@ def difference(compiled: str, expected: str, pristine: str, snippet: str | None,
 
 
 def _defined(tree: ast.Module) -> dict[str, ast.stmt]:
-    out = {}
+    out: dict[str, ast.stmt] = {}
     for stmt in tree.body:
         if isinstance(stmt, DEF_TYPES):
             out[stmt.name] = stmt
@@ -112,7 +112,8 @@ def _scope(body: list[ast.stmt], pristine: list[ast.stmt], snippet: dict[str, as
         hook = _hook(stmt, alias)
         if hook is not None and hook[1] in snippet:
             definition = copy.deepcopy(snippet[hook[1]])
-            definition.name = hook[0]
+            if isinstance(definition, DEF_TYPES):   # an assignment has no name of its own to take
+                definition.name = hook[0]
             stmt = definition
         stmt = _MovedValues(snippet, alias).visit(stmt)
         if isinstance(stmt, DEF_TYPES):
@@ -145,14 +146,14 @@ class _MovedValues(ast.NodeTransformer):
     def __init__(self, snippet: dict[str, ast.stmt], alias: str) -> None:
         self.snippet, self.alias = snippet, alias
 
-    def visit_Call(self, node: ast.Call):
+    def visit_Call(self, node: ast.Call) -> ast.AST:
         func = node.func
-        moved = self.snippet.get(func.attr) if isinstance(func, ast.Attribute) else None
-        if isinstance(func.value if isinstance(func, ast.Attribute) else None, ast.Name) \
-                and func.value.id == self.alias and not node.args and not node.keywords \
-                and isinstance(moved, ast.FunctionDef) and len(moved.body) == 1 \
-                and isinstance(moved.body[0], ast.Return) and moved.body[0].value is not None:
-            return copy.deepcopy(moved.body[0].value)
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == self.alias \
+                and not node.args and not node.keywords:
+            moved = self.snippet.get(func.attr)
+            if isinstance(moved, ast.FunctionDef) and len(moved.body) == 1 and isinstance(moved.body[0], ast.Return) \
+                    and moved.body[0].value is not None:
+                return copy.deepcopy(moved.body[0].value)
         return self.generic_visit(node)
 
 

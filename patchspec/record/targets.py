@@ -12,12 +12,20 @@ from __future__ import annotations
 import ast
 import difflib
 
-from patchspec.compiler import pattern
-from patchspec.compiler import scope
+from patchspec.compiler import pattern, scope
+from patchspec.compiler.context import Definition
 from patchspec.compiler.lint import BUILTINS, _all_locals, _free_names
 from patchspec.compiler.source import SourceError, TargetNotLive
-from patchspec.compiler.context import Definition
-from patchspec.record.diff import Differ, Drafted, Step, Unfaithful, assigned_name, function_steps, header_key
+from patchspec.record.diff import (
+    Differ,
+    Drafted,
+    Step,
+    Unfaithful,
+    assigned_name,
+    assignment,
+    function_steps,
+    header_key,
+)
 from patchspec.record.text import DEF_TYPES, Text, dump
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -40,13 +48,13 @@ def locate(text: Text, qualname: str) -> ast.stmt | None:
         return node
     owner_name, _, name = qualname.rpartition(".")
     owner = text.find(owner_name) if owner_name else text.tree
-    if owner is None or (owner_name and not isinstance(owner, ast.ClassDef)):
+    if not isinstance(owner, ast.ClassDef | ast.Module):   # a class, or the module itself
         return None
     bound = [s for s in owner.body if assigned_name(s) == name]
     return bound[-1] if bound else None
 
 
-def _refuse(text: Text, node: ast.AST, what: str) -> Unfaithful:
+def _refuse(text: Text, node: ast.stmt, what: str) -> Unfaithful:
     start, end = text.lines_of(node)
     span = f"{start}" if start == end else f"{start}-{end}"
     return Unfaithful(f"{what} (lines {span} of {text.path}); no transform says it faithfully, nothing was "
@@ -73,12 +81,12 @@ class FileDraft:
     # -- one named target ----------------------------------------------------------------------------
     def named(self, qualname: str) -> None:
         old, new = locate(self.old, qualname), locate(self.new, qualname)
-        if new is None and old is None:
-            close = difflib.get_close_matches(qualname, [q for q, _ in self.new.definitions()], n=3)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise Unfaithful(f"--target: {qualname} is defined in neither release's {self.old.path}{hint}",
-                             file=self.old.path)
         if new is None:
+            if old is None:
+                close = difflib.get_close_matches(qualname, [q for q, _ in self.new.definitions()], n=3)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise Unfaithful(f"--target: {qualname} is defined in neither release's {self.old.path}{hint}",
+                                 file=self.old.path)
             self.removed(qualname, old)
             return
         if old is None:
@@ -93,23 +101,25 @@ class FileDraft:
             self.function(qualname, old, new)
         elif isinstance(old, ast.ClassDef) and isinstance(new, ast.ClassDef):
             self.klass(qualname, old, new)
-        elif assigned_name(old) and assigned_name(new) and type(old) is type(new) \
+        elif assignment(old) and (assigned := assignment(new)) and type(old) is type(new) \
                 and dump(getattr(old, "annotation", None) or ast.Pass()) \
                 == dump(getattr(new, "annotation", None) or ast.Pass()):
             target = self.target(qualname)
-            value = self.new.code(new.value)
+            new_value = assigned[1]
+            value = self.new.code(new_value)
             if value.count("\n") >= INLINE_LINES:   # a table: its value moves into the snippet module
                 _check_movable(self.new, new, qualname)
                 name = qualname.rpartition(".")[2]
                 target.snippets[name] = f"def {name}():\n    return " + value.replace("\n", "\n    ")
                 value = f"{SNIPPET_ALIAS}.{name}()"
             else:
-                target.reads |= _reads(new.value)
+                target.reads |= _reads(new_value)
             target.steps.append(Step("set", {"value": value}, self.old.lines_of(old), self.new.lines_of(new)))
         else:
             raise _refuse(self.new, new, f"{qualname} changed from {type(old).__name__} to {type(new).__name__}")
 
-    def function(self, qualname: str, old: ast.stmt, new: ast.stmt) -> None:
+    def function(self, qualname: str, old: ast.FunctionDef | ast.AsyncFunctionDef,
+                 new: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         definition = Definition(self.old, old, qualname)
 
         def count(code: str, form: str) -> int:
@@ -171,8 +181,9 @@ class FileDraft:
         """A definition or name the change adds: small, right after the statement upstream put it after
         (``add_statement``); larger (or first in its scope), into the snippet module."""
         owner_name, _, name = qualname.rpartition(".")
-        owner = locate(self.old, owner_name) if owner_name else None
-        if owner_name and not isinstance(owner, ast.ClassDef):
+        found = locate(self.old, owner_name) if owner_name else None
+        owner = found if isinstance(found, ast.ClassDef) else None
+        if owner_name and owner is None:
             raise _refuse(self.new, new, f"{qualname} is new inside a function: no transform adds it there")
         code = self.new.code(new)
         after = self._preceding(owner_name, owner, new) if code.count("\n") < INLINE_LINES else None
@@ -205,7 +216,9 @@ class FileDraft:
     def _preceding(self, owner_name: str, owner: ast.ClassDef | None, new: ast.stmt) -> str | None:
         """The qualified name of the definition or assignment the new statement follows in the new text,
         when the old text has it too."""
-        body = locate(self.new, owner_name).body if owner_name else self.new.tree.body
+        scope_node = locate(self.new, owner_name) if owner_name else self.new.tree
+        assert isinstance(scope_node, ast.ClassDef | ast.Module)   # where ``new`` was found
+        body = scope_node.body
         kept = {_member_key(s) for s in (owner.body if owner is not None else self.old.tree.body)}
         before = [s for s in body if s.lineno < new.lineno]
         for stmt in reversed(before):
@@ -235,7 +248,7 @@ def _reads(node: ast.AST) -> set[str]:
     return {n.id for n in _free_names(node)}
 
 
-def _bound_in(func: ast.AST) -> set[str]:
+def _bound_in(func: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     """The parameters and locals of a function (nested scopes included): not the module's to bind."""
     return _all_locals(func)
 

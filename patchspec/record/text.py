@@ -50,11 +50,12 @@ class Text(SourceFile):
         return f"({segment})" if "\n" in segment else segment
 
     def _statement_code(self, node: ast.stmt) -> str:
-        line = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        col = self._column(line, node.col_offset if line == node.lineno else
-                           node.decorator_list[0].col_offset - 1)
+        decorators: list[ast.expr] = getattr(node, "decorator_list", [])
+        line = min([node.lineno] + [d.lineno for d in decorators])
+        col = self._column(line, node.col_offset if line == node.lineno else decorators[0].col_offset - 1)
         found = self._statements.get((line, col), [])
         line_node = next((n for n in found if isinstance(n, cst.SimpleStatementLine)), None)
+        chosen: cst.CSTNode
         if line_node is not None and len(line_node.body) == 1:
             chosen = line_node.with_changes(leading_lines=(), trailing_whitespace=cst.TrailingWhitespace())
         elif line_node is not None or not found:
@@ -81,7 +82,7 @@ class Text(SourceFile):
                 return textwrap.dedent(header).strip() + " ..."
         return self.code(node)
 
-    def lines_of(self, node: ast.AST) -> tuple[int, int]:
+    def lines_of(self, node: ast.stmt | ast.expr) -> tuple[int, int]:
         return span(node)
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -152,8 +151,8 @@ def scm_version(git_dir: Path, ref: str) -> str:
             raise PatchspecError(f"{git_dir}: {ref}: tag {tag!r}: setuptools_scm bumps only a .dev0 tag")
         guessed = base.rsplit(".dev", 1)[0]
     else:
-        match = re.match(r"(.*?)(\d+)$", base)
-        guessed = f"{match.group(1)}{int(match.group(2)) + 1}"
+        stem = base.rstrip("0123456789")
+        guessed = f"{stem}{int(base[len(stem):]) + 1}"
     return f"{guessed}.dev{distance}+{node}"
 
 
@@ -179,7 +178,8 @@ def _find_download(downloads: Path, name: str, version: str) -> Path | None:
             project, _, release = stem.rpartition("-")
             if canonicalize_name(project) == want and release == version:
                 sdists.append(path)
-    return (wheels + sdists or [None])[0]
+    found = wheels + sdists
+    return found[0] if found else None
 
 
 def _extract_wheel(wheel: Path, dest: Path) -> None:

@@ -48,7 +48,7 @@ def matrix(spec_path: str, roots: list[str], release: str = "auto", use_cache: b
     """One row per target and transform, one column per root, each cell the drift class there; then one
     row per snippet binding that does not hold on some root (``bound`` where it does)."""
     results = [drift(spec_path, root, release, use_cache=use_cache) for root in roots]
-    out = Matrix([(root, r.release) for root, r in zip(roots, results)], [], {})
+    out = Matrix([(root, r.release) for root, r in zip(roots, results, strict=True)], [], {})
     for result in results:
         for row in result.rows:
             if row.kind == USES:  # said below, for every root

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -17,15 +17,15 @@ from patchspec.compiler.plan import close_names, resolve
 from patchspec.compiler.source import SourceFile
 from patchspec.errors import PatchspecError
 from patchspec.install import installed
+from patchspec.install.pristine import pristine_reader
 from patchspec.install.root import Root
 from patchspec.install.state import load_state
 from patchspec.model import Spec
-from patchspec.install.pristine import pristine_reader
-from patchspec.verdict import compile_plan
 from patchspec.releases import profiles
 from patchspec.releases.drift_cache import cached_binding_rows
 from patchspec.releases.report import row_line
 from patchspec.spec import load_spec
+from patchspec.verdict import compile_plan
 
 BROKEN_COMMENT = "does not hold (no fingerprint; check and apply refuse it):"
 
@@ -53,7 +53,7 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     directory = profiles.releases_dir(spec_paths[0])
     path = profiles.profile_path(directory, release)
     if path.exists() and not force:
-        raise PatchspecError(f"{path.name} exists; --force to replace it", file=str(path))
+        _refuse_replacing(path, [load_spec(p).name for p in spec_paths])
     previous = profiles.load_profile(directory, old) if old else None
     read = pristine_reader(root, load_state(root))
     found = installed.scan(root.path)
@@ -61,58 +61,117 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     for spec_path in spec_paths:
         base = load_spec(spec_path)
         packages |= {t.package for t in base.targets}
-        # OLD may not cover this spec yet (a spec new to the release line): nothing to carry over then.
-        forms = [profiles.for_release(base, previous)] if previous and previous.covers(base.name) else []
-        reports = [report(spec, read, root.has_package, {}) for spec in forms + [base]]
-        overrides = (previous.specs or {}).get(base.name, {}).get("overrides", {}) if previous else {}
-        kept, prints, chosen, held = {}, {}, {}, len(needs)
-        for target in base.targets:
-            for spec, rows in zip(forms + [base], reports):
-                mine = [r for r in rows if r.target == target.id]
-                if all(r.drift == Drift.UNRECORDED for r in mine):
-                    prints[target.id] = mine[0].fingerprint
-                    if spec is not base and target.id in overrides:
-                        kept[target.id] = _plain(overrides[target.id])
-                    chosen[target.id] = next(t for t in spec.targets if t.id == target.id)
-                    break
-            else:
-                renamed = _renamed_to(target, mine)
-                nearest = renamed.qualname if renamed else _nearest(target, mine, read)
-                suggestion = renamed and (f"{base.name}: {target.id}: every anchor holds in {renamed.qualname} "
-                                          f"(line {renamed.line}); if it is the same function renamed, override "
-                                          f"it: {target.id}: {{function: {renamed.qualname}}}")
-                suggestion = suggestion or nearest and (
-                    f"{base.name}: {target.id}: {target.function} is not defined in {target.file}; its nearest "
-                    f"name is {nearest}: if it is the same function renamed, override it: {target.id}: "
-                    f"{{function: {nearest}}}")
-                if suggestion and accept is not None and accept(suggestion):
-                    moved = dataclasses.replace(target, function=nearest)
-                    rows = report(base.with_targets((moved,)), read, root.has_package, {})
-                    if all(r.drift == Drift.UNRECORDED for r in rows):
-                        kept[target.id] = {"function": nearest}
-                        prints[target.id] = rows[0].fingerprint
-                        notes.append(f"accepted: {suggestion}")
-                        chosen[target.id] = moved
-                        continue
-                needs += [f"{base.name}: {row_line(r)}" for r in mine if r.drift != Drift.UNRECORDED]
-                broken += [f"{base.name} {r.target}#{r.index} {r.kind} {r.function}: {r.drift}"
-                           for r in mine if r.drift != Drift.UNRECORDED]
-                needs += [suggestion] if suggestion else []
-        for row in cached_binding_rows(base, read, root.has_package):
-            if row.severity:
-                needs.append(f"{base.name}: {row_line(row)}")
-                broken.append(f"{base.name} uses {row.target}: {row.drift}")
-        if len(needs) == held:   # every target resolves: the verdict compile and apply give, on the draft
-            refused = _refusal(base.with_targets(tuple(chosen[t.id] for t in base.targets)), read, root)
-            needs += [f"{base.name}: {refused}"] if refused else []
-            broken += [f"{base.name}: {refused}"] if refused else []
-        dropped = sorted(set(overrides) - set(kept))
-        if dropped:
-            notes.append(f"{base.name}: overrides of {old} not carried (the spec's own form resolves, or "
-                         f"nothing does): {', '.join(dropped)}")
-        specs_out[base.name] = {**({"overrides": kept} if kept else {}), "fingerprints": prints}
+        section = _spec_section(base, previous, old, read, root, accept)
+        needs += section.needs
+        broken += section.broken
+        notes += section.notes
+        specs_out[base.name] = section.recorded()
     if needs and not allow_broken:
         return ProfileDraft(path, None, needs, notes)
+    pins, specs_out = _pins_and_sections(path, specs_out, packages, found, root)
+    data = {"format": profiles.FORMAT, "release": release, "packages": pins, "specs": specs_out}
+    text = _draft_text(data, path, release, old, broken)
+    profiles.load_profile_text(text, str(path))  # the draft must load like any profile
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return ProfileDraft(path, text, needs, notes)
+
+
+def _refuse_replacing(path: Path, names: list[str]) -> None:
+    """A release's profile holds one section per spec: adding a spec's section replaces nothing, and
+    replacing one takes ``--force``."""
+    held = sorted(set(names) & set(_plain(yamlloc.load(profiles.read_profile(path), str(path))).get("specs") or {}))
+    if held:
+        raise PatchspecError(f"{path.name} holds a section of {', '.join(held)} already; --force replaces it (the "
+                             "other specs' sections are kept)", file=str(path))
+
+
+@dataclass
+class _Section:
+    """One spec's section of the draft as it is built, and what a human must look at in it."""
+
+    kept: dict = field(default_factory=dict)      # target id -> its override: OLD's carried, or accepted
+    prints: dict = field(default_factory=dict)    # target id -> its fingerprint
+    chosen: dict = field(default_factory=dict)    # target id -> the form of the target that resolves
+    needs: list[str] = field(default_factory=list)
+    broken: list[str] = field(default_factory=list)   # the draft's comment lines, with --allow-broken
+    notes: list[str] = field(default_factory=list)
+
+    def recorded(self) -> dict:
+        return {**({"overrides": self.kept} if self.kept else {}), "fingerprints": self.prints}
+
+
+def _spec_section(base: Spec, previous, old: str | None, read, root: Root, accept) -> _Section:
+    """One spec's section: each target as OLD's override or the spec's own form resolves it (or a
+    suggestion taken, or what needs a human), the names its snippets use, and the verdict on the draft."""
+    # OLD may not cover this spec yet (a spec new to the release line): nothing to carry over then.
+    forms = [profiles.for_release(base, previous)] if previous and previous.covers(base.name) else []
+    reports = [report(spec, read, root.has_package, {}, modules=root.modules) for spec in forms + [base]]
+    overrides = (previous.specs or {}).get(base.name, {}).get("overrides", {}) if previous else {}
+    section = _Section()
+    for target in base.targets:
+        if not _resolves_in_a_form(section, target, base, zip(forms + [base], reports, strict=True), overrides):
+            mine = [r for r in reports[-1] if r.target == target.id]
+            _unresolved(section, base, target, mine, read, root, accept)
+    for row in cached_binding_rows(base, read, root.has_package):
+        if row.severity:
+            section.needs.append(f"{base.name}: {row_line(row)}")
+            section.broken.append(f"{base.name} uses {row.target}: {row.drift}")
+    if not section.needs:   # every target resolves: the verdict compile and apply give, on the draft
+        refused = _refusal(base.with_targets(tuple(section.chosen[t.id] for t in base.targets)), read, root)
+        section.needs += [f"{base.name}: {refused}"] if refused else []
+        section.broken += [f"{base.name}: {refused}"] if refused else []
+    dropped = sorted(set(overrides) - set(section.kept))
+    if dropped:
+        section.notes.append(f"{base.name}: overrides of {old} not carried (the spec's own form resolves, or "
+                             f"nothing does): {', '.join(dropped)}")
+    return section
+
+
+def _resolves_in_a_form(section: _Section, target, base: Spec, forms, overrides: dict) -> bool:
+    """Record the first form of ``target`` (OLD's, then the spec's own) where every transform holds."""
+    for spec, rows in forms:
+        mine = [r for r in rows if r.target == target.id]
+        if all(r.drift == Drift.UNRECORDED for r in mine):
+            section.prints[target.id] = mine[0].fingerprint
+            if spec is not base and target.id in overrides:
+                section.kept[target.id] = _plain(overrides[target.id])
+            section.chosen[target.id] = next(t for t in spec.targets if t.id == target.id)
+            return True
+    return False
+
+
+def _unresolved(section: _Section, base: Spec, target, mine: list[DriftRow], read, root: Root, accept) -> None:
+    """A target no form resolves: the rename it suggests when accepted and it holds there, else its rows
+    (and the suggestion) as what a human must look at."""
+    renamed = _renamed_to(target, mine)
+    nearest = renamed.qualname if renamed else _nearest(target, mine, read)
+    suggestion = renamed and (f"{base.name}: {target.id}: every anchor holds in {renamed.qualname} "
+                              f"(line {renamed.line}); if it is the same function renamed, override "
+                              f"it: {target.id}: {{function: {renamed.qualname}}}")
+    suggestion = suggestion or nearest and (
+        f"{base.name}: {target.id}: {target.function} is not defined in {target.file}; its nearest "
+        f"name is {nearest}: if it is the same function renamed, override it: {target.id}: "
+        f"{{function: {nearest}}}")
+    if suggestion and accept is not None and accept(suggestion):
+        moved = dataclasses.replace(target, function=nearest)
+        rows = report(base.with_targets((moved,)), read, root.has_package, {})
+        if all(r.drift == Drift.UNRECORDED for r in rows):
+            section.kept[target.id] = {"function": nearest}
+            section.prints[target.id] = rows[0].fingerprint
+            section.notes.append(f"accepted: {suggestion}")
+            section.chosen[target.id] = moved
+            return
+    section.needs += [f"{base.name}: {row_line(r)}" for r in mine if r.drift != Drift.UNRECORDED]
+    section.broken += [f"{base.name} {r.target}#{r.index} {r.kind} {r.function}: {r.drift}"
+                       for r in mine if r.drift != Drift.UNRECORDED]
+    section.needs += [suggestion] if suggestion else []
+
+
+def _pins_and_sections(path: Path, specs_out: dict, packages: set[str], found: dict[str, installed.Installed],
+                       root: Root) -> tuple[dict, dict]:
+    """The draft's package pins and spec sections: a replaced profile keeps its pins and the sections of
+    the specs not given; a new one pins what is installed under the root."""
     if path.exists():
         replaced = _plain(yamlloc.load(profiles.read_profile(path), str(path)))
         pins = replaced["packages"]
@@ -123,17 +182,17 @@ def new_profile(release: str, root_path: str, spec_paths: list[str], old: str | 
     if not pins:
         raise PatchspecError(f"no installed version found under the root for {', '.join(sorted(packages))}",
                              file=str(root.path))
-    data = {"format": profiles.FORMAT, "release": release, "packages": pins, "specs": specs_out}
+    return pins, specs_out
+
+
+def _draft_text(data: dict, path: Path, release: str, old: str | None, broken: list[str]) -> str:
+    """The draft as written: its schema line, what made it (review it), what does not hold, the YAML."""
     schema = os.path.relpath(Path(__file__).parent.parent / "schema" / "profile.schema.json", path.parent)
-    text = (f"# yaml-language-server: $schema={schema}\n"
+    return (f"# yaml-language-server: $schema={schema}\n"
             f"# Draft by patchspec profile new {release}" + (f" --from {old}" if old else "")
             + (" --allow-broken" if broken else "") + ": review it.\n"
             + "".join(f"# {BROKEN_COMMENT} {line}\n" for line in broken)
             + yaml.safe_dump(data, sort_keys=False, width=110))
-    profiles.load_profile_text(text, str(path))  # the draft must load like any profile
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return ProfileDraft(path, text, needs, notes)
 
 
 def _refusal(spec: Spec, read, root: Root) -> str | None:

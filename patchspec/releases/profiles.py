@@ -20,9 +20,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from patchspec import yamlloc
+from patchspec.compiler.kind import ACKNOWLEDGE
+from patchspec.compiler.transforms import KINDS
+from patchspec.errors import PatchspecError
 from patchspec.install import installed
 from patchspec.install.root import name_in
-from patchspec.errors import PatchspecError
 from patchspec.model import Loc, Spec
 from patchspec.spec import check_transform_syntax, schema_errors, spec_text
 
@@ -119,14 +121,16 @@ def known_releases(directory: Path) -> list[str]:
     return sorted((p.stem for p in directory.glob("*.yaml")), key=release_key)
 
 
-def release_key(release: str):
+def release_key(release: str) -> tuple[int, str, Version, str]:
     """Releases in version order where their names end in a version (``v0.26.0``, ``requests-2.31.0``),
     else by name."""
     match = re.search(r"(\d+(?:\.\d+)*\w*)$", release)
-    try:
-        return (1, release[:match.start()].rstrip("v"), Version(match.group(1)), release)
-    except (AttributeError, InvalidVersion):
-        return (0, release, Version("0"), release)
+    if match:
+        try:
+            return (1, release[:match.start()].rstrip("v"), Version(match.group(1)), release)
+        except InvalidVersion:
+            pass
+    return (0, release, Version("0"), release)
 
 
 def profile_path(directory: Path, release: str, what: str = "release") -> Path:
@@ -300,7 +304,8 @@ def nearest_release(directory: Path, releases: list[str], found: dict[str, insta
                 want = min((Version(s.version).release for s in pin.versions), default=have)
             except InvalidVersion:
                 continue
-            gaps.append(tuple(abs(a - b) for a, b in zip(have + (0,) * 3, want + (0,) * 3)))
+            # padded to three parts each; past the shorter one's end the longer one's parts do not count
+            gaps.append(tuple(abs(a - b) for a, b in zip(have + (0,) * 3, want + (0,) * 3, strict=False)))
         return (min(gaps) if gaps else (float("inf"),), release)
     return min(releases, key=distance)
 
@@ -314,6 +319,15 @@ def _release_name(found: dict[str, installed.Installed], packages: set[str], nea
             return f"v{version}" if re.fullmatch(r"v\d.*", nearest) else \
                 f"{found[package].distribution or package}-{version}"
     return "NAME"
+
+
+def _acknowledged(given, kind: str, what: str, path) -> frozenset[str]:
+    """The rules an override's ``acknowledge`` names for this release, added to the spec's own."""
+    rules = KINDS[kind].rules
+    if not isinstance(given, list) or not all(isinstance(rule, str) and rule in rules for rule in given):
+        takes = f"a list of {', '.join(sorted(rules))}" if rules else "nothing: no rule of this kind can be"
+        raise PatchspecError(f"{what}: acknowledge takes {takes}, not {given!r}", file=path)
+    return frozenset(given)
 
 
 def for_release(spec: Spec, profile: Profile) -> Spec:
@@ -337,11 +351,14 @@ def for_release(spec: Spec, profile: Profile) -> Spec:
                 raise PatchspecError(f"override of {target.id} transform {index}: the target has "
                                      f"{len(transforms)} transforms", file=profile.path)
             old = transforms[index]
+            params = dict(params)
+            acknowledged = _acknowledged(params.pop(ACKNOWLEDGE, []), old.kind,
+                                         f"override of {target.id} transform {index} ({old.kind})", profile.path)
             unknown = set(params) - set(old.params)
             if unknown:
                 raise PatchspecError(f"override of {target.id} transform {index} ({old.kind}): unknown "
                                      f"key(s) {', '.join(sorted(unknown))}", file=profile.path)
-            new = dataclasses.replace(old, params={**old.params, **params},
+            new = dataclasses.replace(old, params={**old.params, **params}, acknowledge=old.acknowledge | acknowledged,
                                       loc=Loc(profile.path, old.loc.line, old.loc.col), param_locs={})
             check_transform_syntax(new)
             transforms[index] = new

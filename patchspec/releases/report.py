@@ -13,13 +13,13 @@ from typing import ClassVar
 from patchspec.compiler.drift import USES, Drift, DriftRow, exit_code, report
 from patchspec.errors import PatchspecError
 from patchspec.install import installed
+from patchspec.install.pristine import pristine_reader
 from patchspec.install.root import Root
 from patchspec.install.state import load_state
 from patchspec.model import Spec, package_of
-from patchspec.results import Record
-from patchspec.install.pristine import pristine_reader
 from patchspec.releases import cache, profiles
 from patchspec.releases.drift_cache import cached_binding_rows, cached_file_drift, cached_obsolete_line
+from patchspec.results import Record
 from patchspec.spec import load_spec
 
 
@@ -48,7 +48,7 @@ class DriftRecord(Record):
     but the plan's own facts of it (``INTERNAL``: what the proof reads, not what drift says)."""
 
     TYPE: ClassVar[str] = "drift"
-    INTERNAL: ClassVar[frozenset[str]] = frozenset({"edits", "own", "binding"})
+    INTERNAL: ClassVar[frozenset[str]] = frozenset({"edits", "own", "binding", "at"})
     row: DriftRow
 
     def to_json(self) -> dict:
@@ -101,9 +101,9 @@ def drift(spec_path: str, root_path: str, release: str = "auto", baseline: str |
     profile = profiles.load_profile(directory, release)
     spec = profiles.for_release(base, profile)
     read = pristine_reader(root, load_state(root))
-    rows = report(spec, read, root.has_package, profile.fingerprints(spec.name),
-                           _baseline_reader(baseline, profile),
-                           *((cached_file_drift, cached_obsolete_line) if use_cache else ()))
+    per_file, obsolete = (cached_file_drift, cached_obsolete_line) if use_cache else (None, None)
+    rows = report(spec, read, root.has_package, profile.fingerprints(spec.name), _baseline_reader(baseline, profile),
+                  per_file, obsolete, modules=root.modules)
     bound = cached_binding_rows(spec, read, root.has_package, use_cache)
     return DriftResult(spec, release, note, rows + [b for b in bound if b.severity], baseline, bound)
 

@@ -5,9 +5,9 @@ from patchspec import proof
 from patchspec.compiler.plan import resolve
 from patchspec.errors import PatchspecError
 from patchspec.install import interpreter, txn
+from patchspec.install.pristine import pristine_reader
 from patchspec.install.root import Root
 from patchspec.install.state import State, load_state, writer_active
-from patchspec.install.pristine import pristine_reader
 from patchspec.prepare import applied_specs
 from patchspec.spec import spec_name
 

@@ -15,13 +15,14 @@ from patchspec.compiler.plan import Resolved, emit
 from patchspec.errors import Exit
 from patchspec.install import interpreter, txn
 from patchspec.install.installed import AS_WRITTEN, EDITED, MISSING, REMOVED, REPLACED, PipRecords
+from patchspec.install.pristine import refuse_unrecorded
 from patchspec.install.root import Root
 from patchspec.install.state import ProofState, State, load_state, sha256, writer_active
 from patchspec.prepare import Prepared, applied_specs, compile_spec, prepare
 from patchspec.results import FileState, Note, NoteKind, Record, Row, Verdict, notes_of
 from patchspec.spec import load_spec
 from patchspec.verbs.proving import root_interpreter
-from patchspec.verbs.stale import drop_stale, refuse_unrecorded
+from patchspec.verbs.stale import drop_stale
 from patchspec.verdict import binding_problems, raise_if_upstream
 
 
@@ -71,7 +72,7 @@ def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) 
                              Status.OK if t.file in rec.files else Status.SKIPPED),
                     Verdict.EDITED if t.file in edited else Verdict.APPLIED if t.file in rec.files else None)
                 for t in resolved.targets for x in t.transforms]
-        problems = [Note(NoteKind.EDITED, f"edited: {rel} differs from what apply wrote", file=rel)
+        problems = [Note(NoteKind.EDITED, f"{rel} differs from what apply wrote", file=rel)
                     for rel in sorted(edited - set(rec.files))]
         return CheckResult(Exit.BROKEN if edited else Exit.OK, rows, notes + problems)
     if rec is not None:
@@ -79,7 +80,7 @@ def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) 
                                                           f"another spec version or release ({rec.release})")])
     prepared = prepare(spec_path, release, root, only, state)
     rows = [Row(r, Verdict.WOULD_APPLY if r.ok else None) for r in prepared.plan.resolved]
-    bound = [Note(NoteKind.BINDING, f"binding: {p}")
+    bound = [Note(NoteKind.BINDING, str(p))
              for p in binding_problems(prepared.spec, prepared.plan, prepared.read)]
     for rel in sorted({r.file for r in prepared.plan.resolved if r.status != Status.SKIPPED}):
         refuse_unrecorded(root, state, rel, root.read_bytes(rel))   # as apply refuses it
@@ -90,7 +91,7 @@ def _check(spec_path: str, release: str, root_path: str, only: set[str] | None) 
         emit(prepared.plan, [prepared.spec])
     except ConflictError as exc:
         return CheckResult(Exit.BROKEN, rows, notes + [Note(NoteKind.CONFLICT, exc.message)])
-    problems = bound + [Note(NoteKind.BINDING, f"binding: {p}") for p in prepared.plan.problems]
+    problems = bound + [Note(NoteKind.BINDING, str(p)) for p in prepared.plan.problems]
     return CheckResult(Exit.BROKEN if problems else Exit.PENDING, rows, notes + problems)
 
 
@@ -110,7 +111,7 @@ class SpecStatus(Record):
     applied_to: str
     installed: str
     warnings: list[str]
-    proof: ProofState
+    proof: ProofState | None   # None: a version 1 record, written before the proof existed
 
 
 @dataclass(frozen=True)
@@ -128,12 +129,7 @@ class FileStatus(Record):
 class StatusReport:
     code: int
     results: list[Note | SpecStatus | FileStatus]
-    lines: list[str]
-
-
-UNVERIFIED = {ProofState.PENDING: "apply stopped before its run-time proof ended",
-              ProofState.SKIPPED: "applied with --no-verify",
-              ProofState.NO_INTERPRETER: "no interpreter was known to run the root at apply (--python)"}
+    root: str        # the root's path, for the commands its lines suggest
 
 
 def status(root_path: str) -> StatusReport:
@@ -147,43 +143,34 @@ def _status(root_path: str) -> StatusReport:
     pending = txn.pending_note(root)
     state = load_state(root)
     records = PipRecords(root)
-    results, lines, code = [], [], Exit.OK
+    results: list[Note | SpecStatus | FileStatus] = []
+    code = Exit.OK
     if pending:
         results.append(Note(NoteKind.RECOVERY, pending))
-        lines.append(pending)
         code = Exit.OK if writer_active(root) else Exit.PENDING  # under way: the committed state
-    todo = {AS_WRITTEN: None,
-            EDITED: "`patchspec unapply {spec} --force` restores the original, "
-                    "`patchspec forget {spec}` keeps the file",
-            MISSING: "`patchspec unapply {spec} --force` restores the original",
-            REPLACED: "`patchspec apply {spec}` re-applies on the installed release",
-            REMOVED: "`patchspec forget {spec}` (or unapply) drops the record"}
+    todo: dict[str, str | None] = {AS_WRITTEN: None,
+                                   EDITED: "`patchspec unapply {spec} --force` restores the original, "
+                                           "`patchspec forget {spec}` keeps the file",
+                                   MISSING: "`patchspec unapply {spec} --force` restores the original",
+                                   REPLACED: "`patchspec apply {spec}` re-applies on the installed release",
+                                   REMOVED: "`patchspec forget {spec}` (or unapply) drops the record"}
     for name, rec in sorted(state.specs.items()):
         then = ", ".join(f"{p} {v.version}" for p, v in sorted(rec.packages.items())) or "unknown versions"
         now = ", ".join(f"{p} {d.version if d else 'not installed'}" for p in sorted(rec.packages)
                         for d in [records.dist(p)]) or "unknown versions"
         results.append(SpecStatus(name, rec.release, then, now, rec.warnings, rec.proof))
-        lines.append(f"{name}: applied for {rec.release} ({then}); installed now: {now}")
-        lines += [f"  {w}" for w in rec.warnings]
-        unverified = UNVERIFIED.get(rec.proof)
-        if unverified:
-            python = " --python PYTHON" if rec.proof == ProofState.NO_INTERPRETER else ""   # none to keep
-            lines.append(f"  unverified: {unverified}; `patchspec verify {name} --root {root.path}{python}` shows "
-                         "whether it runs")
-            if rec.proof == ProofState.PENDING:
-                code = max(code, Exit.PENDING)
+        if rec.proof == ProofState.PENDING:
+            code = max(code, Exit.PENDING)
         for rel in rec.files + rec.snippets:
             state_of = records.file_status(state, rel)
-            hint = todo[state_of] and todo[state_of].format(spec=name) + f" --root {root.path}"
+            how = todo[state_of]
+            hint = how and how.format(spec=name) + f" --root {root.path}"
             results.append(FileStatus(name, rel, state_of, hint))
-            lines.append(f"  {state_of}: {rel}" + (f" ({hint})" if hint else ""))
             if state_of in (REPLACED, REMOVED):
                 code = max(code, Exit.PENDING)
             elif state_of != AS_WRITTEN:
                 code = Exit.BROKEN
-    if not state.specs:
-        lines.append("nothing applied")
-    return StatusReport(code, results, lines)
+    return StatusReport(code, results, str(root.path))
 
 
 def check_snippet_imports(prepared: Prepared, python: str | None = None) -> None:

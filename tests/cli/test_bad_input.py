@@ -5,7 +5,6 @@ import json
 import os
 import re
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -65,11 +64,16 @@ SPEC_ERRORS = [
      r"vllm/sequence.py; .*\(see vllm/sequence.py\)"),
     ("missing-file", lambda t: replace_once(t, "file: vllm/sequence.py", "file: vllm/no_such.py"),
      r"demo\.yaml:23:9: demo sequence-iter#0 add_method in IntermediateTensors: file vllm/no_such.py does not"),
+    ("metavariable-in-anchor", lambda t: replace_once(t, "request = self.running[req_index]",
+                                                      "request = self.running[$INDEX]"),   # the bidict trial
+     r"demo\.yaml:13:11: '.*': \$INDEX is a metavariable, which only replace and guard patterns take; an anchor "
+     r"matches with `\.\.\.` .*request = self\.running\[\.\.\.\]"),
     ("missing-anchor", lambda t: replace_once(t, "request = self.running[req_index]", "request = self.waiting[0]"),
      r"demo\.yaml:13:11: demo scheduler-loop#0 loop_guard in Scheduler.schedule: .*missing; nothing was "
      r"written \(see vllm/v1/core/sched/scheduler.py:\d+\)"),
     ("ambiguous-anchor", lambda t: replace_once(
-        t, "while req_index < len(self.running) and token_budget > 0:\n                request = self.running[req_index]\n                ...",
+        t, "while req_index < len(self.running) and token_budget > 0:\n"
+           "                request = self.running[req_index]\n                ...",
         "while ...: ..."),
      r"demo\.yaml:13:11: demo scheduler-loop#0 loop_guard in Scheduler.schedule: .*ambiguous \(lines \d+, \d+.*"
      r"\(see vllm/v1/core/sched/scheduler.py:\d+\)"),
@@ -129,7 +133,8 @@ def test_symlink_out_of_root(capsys, root, tmp_path):
 
 def test_state_record_that_does_not_match(capsys, root):
     assert main(["apply", DEMO, "--release", "v0.30.0", "--root", str(root)]) == 0
-    (root / ".patchspec/state.json").write_text(json.dumps({"version": VERSION, "specs": 7}))  # a format it reads, not as written
+    # a format it reads, not as written
+    (root / ".patchspec/state.json").write_text(json.dumps({"version": VERSION, "specs": 7}))
     before = tree(root)
     code, err = run(capsys, "unapply", DEMO, "--root", str(root))
     assert code == 2 and "state record is not one patchspec wrote" in err

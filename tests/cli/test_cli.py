@@ -13,8 +13,9 @@ import jsonschema
 import pytest
 
 from patchspec import cli
-from patchspec.verbs import reading
 from patchspec.cli import main
+from patchspec.install.state import STATE_FILE
+from patchspec.verbs import reading, writing
 from tests.verbs.test_apply import DEMO, FIXTURES, tree
 
 SCHEMA = json.loads(resources.files("patchspec").joinpath("schema/output.schema.json").read_text())
@@ -66,6 +67,20 @@ def test_every_verb_prints_the_envelope(capsys, root, tmp_path):
     code, doc = run_json(capsys, "apply", DEMO, "--release", "v0.99.0", "--root", str(root))
     assert code == 2 and doc["results"] == [] and doc["error"]["locations"][0]["file"].endswith("releases")
 
+
+
+def test_status_of_a_record_written_before_the_proof_meets_the_output_schema(capsys, toy):
+    """A version 1 state record (before the proof existed) reads as one whose proof never ran: its spec's
+    ``proof`` is null in status --json, which the output schema takes (it asked for a ProofState value)."""
+    root, spec = toy
+    writing.apply(spec, "auto", str(root), verify=False)
+    data = json.loads((root / STATE_FILE).read_text())
+    data["version"] = 1
+    for rec in data["specs"].values():
+        del rec["proof"], rec["python"]
+    (root / STATE_FILE).write_text(json.dumps(data))
+    code, doc = run_json(capsys, "status", "--root", str(root))
+    assert code == 0 and [r["proof"] for r in doc["results"] if "proof" in r] == [None]
 
 def test_error_envelope_names_the_spec_position(capsys, root, tmp_path):
     spec = tmp_path / "spec"
@@ -153,7 +168,8 @@ def test_shipped_spec_by_name(capsys):
     assert main(["validate", "pipeline-parallel"]) == 0
     assert capsys.readouterr().out.startswith("valid: pipeline-parallel: ")
     assert main(["validate", "no-such-spec"]) == 2
-    assert "shipped: cpu-pipeline-eager, pipeline-parallel, pipeline-transfer" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "shipped: cpu-pipeline-eager, cpu-speculative, pipeline-parallel, pipeline-transfer" in err
 
 
 def test_console_entry_point_runs_bare():

@@ -78,16 +78,13 @@ def test_check_while_another_process_holds_the_root_answers_for_the_committed_st
                             capture_output=True, text=True, timeout=120)
     assert killed.returncode == -9                      # stopped mid-commit: the journal is there
     assert (root / ".patchspec" / "journal.json").exists()
-    lock = open(root / LOCK_FILE, "a+")                 # as the writer would hold it while it runs
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    try:
+    with open(root / LOCK_FILE, "a+") as lock:         # as the writer would hold it while it runs
+        fcntl.flock(lock, fcntl.LOCK_EX)
         check = subprocess.run([sys.executable, "-m", "patchspec", "check", spec, "--root", str(root)],
                                env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
         status = subprocess.run([sys.executable, "-m", "patchspec", "status", "--root", str(root)],
                                 env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
                                 timeout=120)
-    finally:
-        lock.close()
     assert check.returncode == 1, check.stdout + check.stderr      # would apply: the committed state
     assert "in progress: another patchspec is applying or unapplying" in check.stdout
     assert status.returncode == 0 and "in progress" in status.stdout and "nothing applied" in status.stdout
@@ -110,13 +107,14 @@ def test_a_symlinked_install_is_refused_saying_to_copy(toy_pair, tmp_path, capsy
 def test_a_read_only_verb_reads_again_when_a_run_commits_while_it_reads(toy_pair):
     """A writer that commits between a reader's first and last read (here: during the first ``compute``)
     must not leave the reader answering from a mix of the two states."""
+    from patchspec.cli.present import status_lines
     from patchspec.verbs import reading, writing
 
     root, spec = toy_pair
     seen = []
 
     def compute():
-        seen.append(reading.status(str(root)).lines)
+        seen.append(status_lines(reading.status(str(root))))
         if len(seen) == 1:
             writing.apply(spec, "auto", str(root))   # the other process's run, committed mid-read
         return seen[-1]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from patchspec.install import installed
-from patchspec.releases.cache import cache_dir, pypi_root
 from patchspec.cli import main
 from patchspec.errors import run
+from patchspec.install import installed
+from patchspec.releases.cache import cache_dir, pypi_root
 from patchspec.spec import load_spec
 from tests.verbs.test_apply import DEMO, FIXTURES, tree
 
@@ -280,3 +280,45 @@ def test_the_profile_apply_asks_for_is_named_as_init_names_them(tmp_path, capsys
     assert main(advised[1:]) == 0
     assert sorted(p.name for p in (work / "releases").iterdir()) == ["vpkg-1.0.yaml", "vpkg-1.1.yaml"]
     assert main(["apply", spec, "--root", str(new), "--no-verify"]) == 0
+
+
+CALLS = '''class Retrying:
+    def __call__(self, fn):
+        return fn()
+
+
+class stop_after_attempt:
+    def __call__(self, state):
+        return state > 3
+
+
+class RetryCallState:
+    def set_result(self, value):
+        self.value = value
+'''
+
+
+def test_init_gives_each_target_its_own_hook_and_refuses_a_class_with_the_way_through(tmp_path, capsys):
+    """The trial on tenacity (docs/trials.md): two ``__call__`` targets were both hooked by one
+    ``wrap_call``, defined twice in the snippet (an edit of the first did nothing), and a class target was
+    drafted as a ``wrap`` that the compiler refuses, so the first profile was not written though init
+    said "wrote" it, and the first apply said "unknown release"."""
+    from tests.verify_toy import install
+    site = tmp_path / "site"
+    install(site, {"vpkg/__init__.py": "", "vpkg/mod.py": CALLS})
+    work = tmp_path / "fix"
+    assert main(["init", "fix", "--root", str(site), "--target", "vpkg/mod.py:RetryCallState",
+                 "--target", "vpkg/mod.py:Retrying.__call__", "--dir", str(work)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and ("RetryCallState is a class, and init drafts a wrap of each target: "
+                                           "name a method of it (e.g. RetryCallState.set_result)") in err, err
+    assert not work.exists()
+    assert main(["init", "fix", "--root", str(site), "--target", "vpkg/mod.py:Retrying.__call__",
+                 "--target", "vpkg/mod.py:stop_after_attempt.__call__", "--dir", str(work)]) == 0
+    snippet = (work / "runtime_snippets" / "fix" / "__init__.py").read_text()
+    assert snippet.count("def wrap_retrying_call(") == 1 and snippet.count("def wrap_stop_after_attempt_call(") == 1
+    assert "def wrap_call(" not in snippet
+    assert (work / "releases" / "vpkg-1.0.yaml").is_file()
+    assert main(["apply", str(work / "fix.yaml"), "--root", str(site), "--no-verify"]) == 0
+    text = (site / "vpkg" / "mod.py").read_text()
+    assert "@_fix.wrap_retrying_call" in text and "@_fix.wrap_stop_after_attempt_call" in text

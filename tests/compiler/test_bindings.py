@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from patchspec.verbs import writing
 from patchspec.cli import main
 from patchspec.prepare import prepare
 from patchspec.releases.cache import pypi_root
+from patchspec.verbs import writing
 
 SNIPS = '''
 import functools

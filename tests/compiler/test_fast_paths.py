@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from patchspec.compiler import pattern, plan, scope
-from patchspec.compiler.source import DefNode, SourceFile
 from patchspec.compiler.context import Definition
+from patchspec.compiler.source import DefNode, SourceFile
 from patchspec.releases import profiles
 from patchspec.releases.cache import git_tag_root, pypi_root
 from patchspec.spec import SHIPPED, load_spec

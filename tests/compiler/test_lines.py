@@ -8,8 +8,8 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from patchspec.compiler.source import SourceFile
 from patchspec.compiler.context import Definition
+from patchspec.compiler.source import SourceFile
 
 CASES = [
     ("vllm/v1/core/sched/scheduler.py", "Scheduler.schedule"),

@@ -38,14 +38,16 @@ def _verdict(source: str, function: str, transform: dict, branch: str | None = N
             global f
             f = g
             return 1
-        """, "f", "f is rebound at line 3 (`f = g`, through `global` in f, line 1)", id="a function that rebinds itself"),
+        """, "f", "f is rebound at line 3 (`f = g`, through `global` in f, line 1)",
+        id="a function that rebinds itself"),
     pytest.param("""
         def f():
             return 1
         def setup():
             global f
             f = g
-        """, "f", "f is rebound at line 5 (`f = g`, through `global` in setup", id="another function's global rebinding"),
+        """, "f", "f is rebound at line 5 (`f = g`, through `global` in setup",
+        id="another function's global rebinding"),
     pytest.param("""
         class A:
             def m(self):
@@ -206,7 +208,8 @@ def test_a_property_getter_takes_an_insert_at_its_return():
 
 
 def test_definitions_name_the_setter_as_such():
-    source = SourceFile("m.py", "class A:\n    @property\n    def p(self): ...\n    @p.setter\n    def p(self, v): ...\n")
+    source = SourceFile("m.py",
+                        "class A:\n    @property\n    def p(self): ...\n    @p.setter\n    def p(self, v): ...\n")
     assert [name for name, _ in source.definitions()] == ["A", "A.p", "A.p.setter"]
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from patchspec.verbs import reading, writing
 from patchspec.cli.present import plan_line
-from patchspec.prepare import prepare
 from patchspec.errors import PatchspecError
+from patchspec.prepare import prepare
+from patchspec.verbs import reading, writing
 from tests.compiler.helpers import FILE, make_spec, patch, resolve, target
 
 SNIPS = '''
@@ -206,7 +206,7 @@ def test_form_feed_and_unicode_separators_do_not_shift_edits(lab, odd):
         )
         TEXT = "a{odd}b"
         # a comment {odd} with it
-        
+        \f
         class K:
             def m(self, x):
                 y = x + 1

@@ -78,3 +78,26 @@ def test_f_strings_match_whatever_their_quotes_and_prefix_case():
                              {"insert_after": {"anchor": "log(fr'y={x}')", "code": "_s.b()"}})])
     plan = resolve(source, spec)
     assert [r.line for r in plan.resolved] == [2, 3]
+
+
+@pytest.mark.parametrize("anchor", ["if obj is None:", "for x in items:", "with open(p) as f:"])
+def test_an_anchor_of_a_compound_statement_header_alone_says_how_to_write_it(anchor):
+    """A newcomer's anchor (boltons ``cachedproperty.__get__``, docs/trials.md session 5). Before: "not valid
+    Python (statement): Syntax Error @ 1:1.", with no word of the header-and-``...`` form the docs give."""
+    with pytest.raises(pattern.PatternError) as caught:
+        pattern.compile_pattern(anchor, "statement")
+    assert str(caught.value).endswith(f"a compound statement is matched by its header and `...`: '{anchor} ...'")
+    assert matches(f"{anchor} ...", f"{anchor}\n    pass")
+
+
+@pytest.mark.parametrize("pat, code, expected", [
+    ("def wrapper(*args, **kwargs): ...", "@wraps(func)\ndef wrapper(*args, **kwargs):\n    return 1", True),
+    ("class K: ...", "@dataclass\nclass K:\n    x: int", True),
+    ("@wraps(func)\ndef wrapper(*args, **kwargs): ...", "@other\ndef wrapper(*args, **kwargs):\n    return 1", False),
+    ("@wraps(func)\ndef wrapper(*args, **kwargs): ...", "def wrapper(*args, **kwargs):\n    return 1", False),
+])
+def test_a_definition_pattern_without_decorators_matches_the_decorated_definition(pat, code, expected):
+    """more-itertools ``consumer`` (the corpus, docs/corpus.md, session 5): its first statement is
+    ``@wraps(func)`` / ``def wrapper(...)``, and the anchor a user writes from the ``def`` line was
+    "anchor ... missing" (a false refusal). Decorators written in the pattern still must match."""
+    assert matches(pat, code) is expected

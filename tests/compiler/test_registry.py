@@ -29,7 +29,7 @@ def test_keys_and_kinds_derived_from_the_descriptors():
                     "add_attribute": {"value": "expression"}, "add_import": {"import": "code"},
                     "replace": {"by": "replacement"}, "set": {"value": "expression"},
                     "guard": {"by": "replacement"}, "add_statement": {"code": "replacement"}}
-    assert CLASS_KINDS == {"add_method", "add_attribute"}
+    assert {"add_method", "add_attribute"} == CLASS_KINDS
     assert {k.name: k.hook_key for k in KINDS.values() if k.hook} == {"wrap": "with", "add_method": "with"}
 
 

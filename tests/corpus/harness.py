@@ -210,8 +210,8 @@ class Generator:
                  reachable, lines=first_line or [body[0].lineno], hit=wrap_key, **source)
         args = node.args
         positional = args.posonlyargs + args.args
-        defaults = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
-        defaults += [(a, v) for a, v in zip(args.kwonlyargs, args.kw_defaults) if v is not None]
+        defaults = list(zip(positional[len(positional) - len(args.defaults):], args.defaults, strict=True))
+        defaults += [(a, v) for a, v in zip(args.kwonlyargs, args.kw_defaults, strict=True) if v is not None]
         if defaults:
             param, value = defaults[0]
             old = ast.get_source_segment(text, value)
@@ -519,7 +519,9 @@ class Run:
     def judge(self, kept: list[Transform], verdicts: dict, pristine: dict, patched: dict) -> None:
         before, after = (ADDRESS.sub("0x?", r["stdout"]) for r in (pristine, patched))   # reprs' addresses differ
         if patched["error"] != pristine["error"] or before != after:
-            diff = next((f"{a!r} -> {b!r}" for a, b in zip(before.splitlines(), after.splitlines()) if a != b),
+            # past the shorter output's end the default says it
+            diff = next((f"{a!r} -> {b!r}" for a, b in zip(before.splitlines(), after.splitlines(), strict=False)
+                         if a != b),
                         patched["error"] or "the output's length changed")
             self.tally.note(f"the patched program behaves otherwise: {shape(patched['error'] or 'output differs')}",
                             f"{self.pkg.key}: {diff}")

@@ -162,10 +162,8 @@ def submodules(module: types.ModuleType) -> None:
     package whose ``__init__`` binds nothing reaches them only so. Test modules are not the package's API."""
     for info in pkgutil.iter_modules(getattr(module, "__path__", [])):
         if not info.name.startswith(("_", "test")):
-            try:
+            with contextlib.suppress(Exception):  # a submodule that needs what is not installed is not reachable
                 importlib.import_module(f"{module.__name__}.{info.name}")
-            except Exception:  # noqa: BLE001 - a submodule that needs what is not installed is not reachable
-                pass
 
 
 def survey(request: dict) -> dict:

@@ -3,6 +3,7 @@ of its own that keeps the probe's pipes open, or a daemon that forks twice and c
 the probe, and the verb returns with its error instead of waiting on the pipes."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -110,8 +111,6 @@ def test_an_interpreter_that_hangs_before_reading_its_request_is_stopped_at_the_
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_GUARD,
                               env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=str(tmp_path))
     finally:   # a probe a failed run left blocked on the FIFO reads its end and goes
-        try:
+        with contextlib.suppress(OSError):   # no reader left: the probe is gone
             os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        except OSError:   # no reader left: the probe is gone
-            pass
     assert done.returncode == 0 and done.stdout.strip().endswith("did not finish within 3s"), done.stderr

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from patchspec.install import bytecode, txn
 from patchspec.cli import main
+from patchspec.install import bytecode, txn
 from tests.state.toy import in_child, points, tree
 from tests.verify_toy import PATCHED_OUT, PRISTINE_OUT, run, toy_venv, write_spec
 

@@ -76,7 +76,8 @@ def test_every_compiler_error_is_a_patchspec_error(error):
 
 def test_a_conflict_carries_its_source_line_and_the_spec_places():
     exc = edits.ConflictError("they cannot both apply", "pkg/a.py", 3, [])
-    assert (exc.file, exc.line, exc.spec_locations, str(exc)) == ("pkg/a.py", 3, [], "pkg/a.py:3: they cannot both apply")
+    assert (exc.file, exc.line, exc.spec_locations, str(exc)) == \
+        ("pkg/a.py", 3, [], "pkg/a.py:3: they cannot both apply")
 
 
 def test_every_error_patchspec_declares_is_a_patchspec_error():
@@ -88,8 +89,8 @@ def test_every_error_patchspec_declares_is_a_patchspec_error():
         if {"runtime_snippets", "specs"} & set(path.parts):
             continue
         names = [node.name for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                 if isinstance(node, ast.ClassDef) and not node.name.startswith("_") and any(getattr(b, "id", getattr(b, "attr", "")).endswith(
-                     ("Error", "Exception")) for b in node.bases)]
+                 if isinstance(node, ast.ClassDef) and not node.name.startswith("_")
+                 and any(getattr(b, "id", getattr(b, "attr", "")).endswith(("Error", "Exception")) for b in node.bases)]
         if names:
             module = importlib.import_module(".".join(path.relative_to(package.parent).with_suffix("").parts))
             declared += [getattr(module, name) for name in names]

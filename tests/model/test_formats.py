@@ -28,7 +28,8 @@ def test_a_profile_of_a_newer_format_is_refused_in_one_line(tmp_path, capsys):
     capsys.readouterr()
     assert main(["check", spec, "--release", "r1", "--root", str(root)]) == 2
     err = capsys.readouterr().err
-    assert err == f"patchspec: {profile}:1:1: profile format 2 is newer than this patchspec reads (1); upgrade patchspec\n"
+    assert err == (f"patchspec: {profile}:1:1: profile format 2 is newer than this patchspec reads (1); "
+                   "upgrade patchspec\n")
 
 
 def test_a_state_record_of_a_newer_format_is_refused_in_one_line(tmp_path, capsys):

@@ -15,9 +15,10 @@ import pytest
 
 import patchspec
 from patchspec.cli import output_schema
+from patchspec.cli.present import note_line
 from patchspec.compiler.edits import Status
 from patchspec.errors import Exit
-from patchspec.results import FileAction, FileState, Liveness, Note, NoteKind, Row, Verdict
+from patchspec.results import FileAction, FileDone, FileState, Liveness, Note, NoteKind, Row, Verdict
 from patchspec.verbs import reading, writing
 from tests.state.toy import toy_root, write_spec
 
@@ -58,8 +59,11 @@ def test_the_shipped_output_schema_is_generated_from_the_records():
 def test_a_record_s_keys_are_its_fields_and_an_optional_one_is_left_out_while_none():
     assert FileAction("a.py", "written").to_json() == {"type": "file", "path": "a.py", "action": "written"}
     assert FileAction("a.py", "written", "out").to_json()["under"] == "out"
-    assert Note(NoteKind.EDITED, "edited: a.py", file="a.py").to_json() == \
-        {"type": "edited", "file": "a.py", "detail": "edited: a.py"}
+    assert Note(NoteKind.EDITED, "a.py differs from what apply wrote", file="a.py").to_json() == \
+        {"type": "edited", "file": "a.py", "detail": "a.py differs from what apply wrote"}
+    assert note_line(Note(NoteKind.EDITED, "a.py differs")) == "edited: a.py differs"   # the kind says it once
+    assert FileAction("a.py", FileDone.RESTORED_UNDER, detail="b, c").to_json() == \
+        {"type": "file", "path": "a.py", "action": "restored under b, c"}
     shape = output_schema.record_schema(FileAction)
     assert shape["required"] == ["type", "path", "action"] and shape["properties"]["under"] == \
         {"type": ["string", "null"]}

@@ -23,8 +23,9 @@ def ruff_installed():
         pytest.fail("ruff is not installed: pip install -e .[test]" if shutil.which("pip") else "ruff is missing")
 
 
-def test_patchspec_meets_the_ruff_configuration():
-    done = _ruff("patchspec")
+@pytest.mark.parametrize("tree", ["patchspec", "tests", "bench", "scripts"])
+def test_the_code_meets_the_ruff_configuration(tree):
+    done = _ruff(tree)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patchspec.releases.cache import pypi_root
 from patchspec.cli import main
+from patchspec.releases.cache import pypi_root
 
 SESSIONS = "requests/sessions.py"
 
@@ -88,7 +88,8 @@ def test_a_file_added_or_deleted_by_the_edit_is_refused_in_one_line(site, tmp_pa
 def test_an_edit_outside_the_named_targets_is_not_dropped(site, tmp_path, capsys):
     edit(site, SESSIONS, "        if username and password:\n",
          "        if scheme.startswith('https'): username = None\n        if username and password:\n")
-    edit(site, SESSIONS, "        return new_proxies\n", "        new_proxies.pop('ftp', None)\n        return new_proxies\n")
+    edit(site, SESSIONS, "        return new_proxies\n",
+         "        new_proxies.pop('ftp', None)\n        return new_proxies\n")
     code, out = record(capsys, "part", "--root", str(site), "--dir", str(tmp_path / "fix"),
                        "--target", f"{SESSIONS}:SessionRedirectMixin.rebuild_proxies")
     assert code == 0, out   # both edits are in the named definition
@@ -133,7 +134,8 @@ def test_a_file_another_spec_patched_and_then_edited_is_refused(site, tmp_path, 
     edit(site, SESSIONS, "        if username and password:\n",
          "        if scheme.startswith('https'): username = None\n        if username and password:\n")
     assert record(capsys, "first", "--root", str(site), "--dir", str(tmp_path / "one"))[0] == 0
-    edit(site, SESSIONS, "        return new_proxies\n", "        new_proxies.pop('ftp', None)\n        return new_proxies\n")
+    edit(site, SESSIONS, "        return new_proxies\n",
+         "        new_proxies.pop('ftp', None)\n        return new_proxies\n")
     code, out = record(capsys, "second", "--root", str(site), "--dir", str(tmp_path / "two"))
     assert code == 2 and "is patched by first and was edited since" in out
     assert not (tmp_path / "two").exists()
@@ -227,7 +229,7 @@ def test_a_root_with_another_spec_applied_records_an_edit_of_another_file(site, 
     assert code == 0, out
     (target,) = spec_of(tmp_path / "two", "second")["targets"]
     assert (target["file"], target["function"]) == ("requests/utils.py", "select_proxy")
-    for name, spec in (("first", tmp_path / "one" / "first.yaml"), ("second", tmp_path / "two" / "second.yaml")):
+    for spec in (tmp_path / "one" / "first.yaml", tmp_path / "two" / "second.yaml"):
         assert main(["check", str(spec), "--root", str(site)]) == 0
     for name in ("second", "first"):
         assert main(["unapply", name, "--root", str(site)]) == 0
@@ -265,7 +267,8 @@ def test_from_names_what_upstream_left_as_it_was_and_refuses_what_no_transform_s
     shutil.copytree(release, root, ignore=shutil.ignore_patterns(".complete"))
     retry = "urllib3/util/retry.py"
     code, out = record(capsys, "cap", "--root", str(root), "--from", "urllib3==2.2.2", "--dir", str(tmp_path / "a"),
-                       "--target", f"{retry}:Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT", "--target", f"{retry}:Retry.__init__")
+                       "--target", f"{retry}:Retry.DEFAULT_REMOVE_HEADERS_ON_REDIRECT",
+                       "--target", f"{retry}:Retry.__init__")
     assert code == 0, out
     assert f"note: {retry}:Retry.__init__: the change leaves it as it was; nothing to carry" in out
     code, out = record(capsys, "new", "--root", str(root), "--from", "urllib3==2.2.2", "--dir", str(tmp_path / "b"),
@@ -279,6 +282,7 @@ def test_from_a_distribution_the_root_does_not_hold_is_one_line(site, tmp_path, 
     code, out = record(capsys, "none", "--root", str(site), "--from", "idna==3.7", "--dir", str(tmp_path / "fix"),
                        "--target", "idna/core.py:alabel")
     assert code == 2 and "idna is not installed under the root" in out and len(out.strip().splitlines()) == 1
-    code, out = record(capsys, "none", "--root", str(site), "--from", "requests==2.31.0", "--dir", str(tmp_path / "fix"))
+    code, out = record(capsys, "none", "--root", str(site), "--from", "requests==2.31.0",
+                       "--dir", str(tmp_path / "fix"))
     assert code == 2 and "--from needs --target FILE:QUALNAME" in out
     assert not (tmp_path / "fix").exists()

@@ -39,10 +39,24 @@ ADMISSION_LOOP_0_31 = (
 # loader-multithread-owned-only, loader-eager-owned-bytes, loader-prefetch-owned-spans,
 # loader-prefetch-stage-share, loader-pt-multithread-owned-only) were read on every release below:
 # the five weight_utils functions they hook are the same from 0.24.0 to 0.33.0 (_prefetch_all_checkpoints
-# shares its sorted list out by global rank in the same statement on all); DefaultModelLoader._prepare_weights changes around the hook
-# (the index download condition in 0.27, a fourth return value in 0.31, the duplicate filter only without
-# pattern overrides from 0.32) but keeps the anchor and its meaning, and what 0.31+ filters further after
-# it composes with the hook. They hold on every row.
+# shares its sorted list out by global rank in the same statement on all); DefaultModelLoader._prepare_weights
+# changes around the hook (the index download condition in 0.27, a fourth return value in 0.31, the duplicate
+# filter only without pattern overrides from 0.32) but keeps the anchor and its meaning, and what 0.31+ filters
+# further after it composes with the hook. They hold on every row.
+
+# The persistent batch per microbatch (runner-microbatch-batches, input-batch-arguments on vLLM;
+# hpu-runner-microbatch-batches, hpu-input-batch-arguments on vllm-gaudi) wraps whole functions, read on
+# every release below: GPUModelRunner._update_states removes the unscheduled rows and adds the returning ones
+# back, and InputBatch.__init__ takes its sizes, device, block sizes and logits processors by keyword, from
+# 0.24.0 to 0.33.0 (the CPU runner inherits both); vllm-gaudi's _update_states and InputBatch are the same
+# at v0.26.0, v0.27.0rc0 and main, and at v0.24.0 but for how InputBatch builds its block table inside.
+
+# cpu-speculative: the rejection sampler's kernels became dispatchers (triton_kernel_dispatcher_with_warmup)
+# in 0.30.0 only. Up to 0.29 the sampler calls the module-level kernels the CPU runner rebinds, so nothing is
+# left to fix; from 0.31 CpuPlatform.register_triton_kernel_overrides registers the C++ kernels with the
+# dispatchers itself and _postprocess_triton is gone.
+NO_DISPATCHERS = "no profile: rejection_sampler calls its module-level kernels, which CPUModelRunner rebinds"
+KERNELS_REGISTERED = "obsolete: CpuPlatform.register_triton_kernel_overrides registers the kernels upstream"
 
 ROWS: list[Release] = [
     Release("0.24.0", "v0.24.0", {
@@ -55,24 +69,28 @@ ROWS: list[Release] = [
         "pipeline-parallel": Outcome("v0.24.0"),
         "pipeline-transfer": Outcome("v0.24.0"),
         "cpu-pipeline-eager": Outcome("v0.24.0"),
+        "cpu-speculative": Outcome(None, why=NO_DISPATCHERS),
     }),
     Release("0.25.0", "v0.24.0", {
         # As 0.24.0; the WAITING loop's full-check also counts paused streaming sessions: the cap is the same.
         "pipeline-parallel": Outcome("v0.25.0"),
         "pipeline-transfer": Outcome("v0.25.0"),
         "cpu-pipeline-eager": Outcome("v0.25.0"),
+        "cpu-speculative": Outcome(None, why=NO_DISPATCHERS),
     }),
     Release("0.25.1", "v0.24.0", {
         # Every file the specs' targets and snippets read is the same as in 0.25.0.
         "pipeline-parallel": Outcome("v0.25.0"),
         "pipeline-transfer": Outcome("v0.25.0"),
         "cpu-pipeline-eager": Outcome("v0.25.0"),
+        "cpu-speculative": Outcome("v0.30.0"),
     }),
     Release("0.26.0", "v0.26.0", {
         # cpu-pipeline-eager holds but fixes nothing here, as in 0.24.0 (warm-up still runs in eager mode).
         "pipeline-parallel": Outcome("v0.26.0"),
         "pipeline-transfer": Outcome("v0.26.0"),
         "cpu-pipeline-eager": Outcome("v0.26.0"),
+        "cpu-speculative": Outcome(None, why=NO_DISPATCHERS),
     }),
     Release("0.27.0", "v0.27.0rc0", {
         # WAITING also skips a request whose stale output is in flight (before admission): the cap is the
@@ -81,41 +99,49 @@ ROWS: list[Release] = [
         "pipeline-parallel": Outcome("v0.27.0"),
         "pipeline-transfer": Outcome("v0.27.0"),
         "cpu-pipeline-eager": Outcome("v0.27.0"),
+        "cpu-speculative": Outcome(None, why=NO_DISPATCHERS),
     }),
     Release("0.27.1", "v0.27.0rc0", {
         # Every file the specs' targets and snippets read is the same as in 0.27.0.
         "pipeline-parallel": Outcome("v0.27.0"),
         "pipeline-transfer": Outcome("v0.27.0"),
         "cpu-pipeline-eager": Outcome("v0.27.0"),
+        "cpu-speculative": Outcome("v0.30.0"),
     }),
     Release("0.28.0", "main", {
         "pipeline-parallel": Outcome("v0.28.0"),
         "pipeline-transfer": Outcome("v0.28.0"),
         "cpu-pipeline-eager": Outcome("v0.28.0"),
+        "cpu-speculative": Outcome(None, why=NO_DISPATCHERS),
     }),
     Release("0.29.0", "main", {
         "pipeline-parallel": Outcome("v0.29.0"),
         "pipeline-transfer": Outcome("v0.29.0"),
         "cpu-pipeline-eager": Outcome("v0.29.0"),
+        "cpu-speculative": Outcome(None, why=NO_DISPATCHERS),
     }),
     Release("0.30.0", "main", {
         "pipeline-parallel": Outcome("v0.30.0"),
         "pipeline-transfer": Outcome("v0.30.0"),
         "cpu-pipeline-eager": Outcome("v0.30.0"),
+        "cpu-speculative": Outcome("v0.30.0"),
     }),
     Release("0.31.0", "main", {
         "pipeline-parallel": Outcome("v0.31.0", notes={"scheduler-admission-cap": ADMISSION_LOOP_0_31}),
         "pipeline-transfer": Outcome("v0.31.0"),
         "cpu-pipeline-eager": Outcome("v0.31.0"),
+        "cpu-speculative": Outcome(None, why=KERNELS_REGISTERED),
     }),
     Release("0.32.0", "main", {
         "pipeline-parallel": Outcome("v0.32.0", notes={"scheduler-admission-cap": ADMISSION_LOOP_0_31}),
         "pipeline-transfer": Outcome("v0.32.0"),
         "cpu-pipeline-eager": Outcome("v0.32.0"),
+        "cpu-speculative": Outcome(None, why=KERNELS_REGISTERED),
     }),
     Release("0.33.0", "main", {
         "pipeline-parallel": Outcome("v0.33.0", notes={"scheduler-admission-cap": ADMISSION_LOOP_0_31}),
         "pipeline-transfer": Outcome("v0.33.0"),
         "cpu-pipeline-eager": Outcome("v0.33.0"),
+        "cpu-speculative": Outcome(None, why=KERNELS_REGISTERED),
     }),
 ]

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from patchspec.cli import main
 from patchspec.compiler import drift
 from patchspec.compiler.fingerprint import Change
 from patchspec.errors import PatchspecError
+from patchspec.model import Loc, ObsoleteWhen
 from patchspec.releases import profiles, report
 from patchspec.releases.new_profile import new_profile
-from patchspec.cli import main
-from patchspec.model import Loc, ObsoleteWhen
 from patchspec.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -289,7 +289,7 @@ def test_profile_new_replacing_a_profile_keeps_pins_and_other_specs(vllm_release
     path.write_text('release: v0.30.0\npackages:\n  vllm: ">=0.30.0,<0.31"\nspecs:\n'
                     "  other-spec:\n    fingerprints: {x: 0123456789abcdef}\n"
                     "  drift-probe:\n    fingerprints: {schedule: stale}\n")
-    with pytest.raises(PatchspecError, match="exists; --force"):
+    with pytest.raises(PatchspecError, match="holds a section of drift-probe already; --force replaces it"):
         new_profile("v0.30.0", str(vllm_release("0.30.0")), [str(tmp_path / "drift" / "probe.yaml")])
     new_profile("v0.30.0", str(vllm_release("0.30.0")), [str(tmp_path / "drift" / "probe.yaml")],
                              old="v0.30.0", force=True)

@@ -77,7 +77,8 @@ def test_delete_an_anchor(mutate):
 
 def test_change_a_statement_next_to_an_anchor(mutate):
     anchor = "            self._update_waiting_for_remote_kv(request)\n"
-    rows = mutate(anchor + "            if request.num_preemptions:", anchor + "            if request.num_preemptions > 1:")
+    rows = mutate(anchor + "            if request.num_preemptions:",
+                  anchor + "            if request.num_preemptions > 1:")
     assert classes(rows) == {**UNCHANGED, "promote-blocked#0": "changed"}
     assert rows["promote-blocked#0"].changes == [Change("replace", 2973, 2973)]
     assert rows["promote-blocked#0"].line == 2972

@@ -8,10 +8,10 @@ import subprocess
 
 import pytest
 
-from patchspec.verbs import reading
+from patchspec.cli import main
 from patchspec.install import installed
 from patchspec.releases import cache
-from patchspec.cli import main
+from patchspec.verbs import reading
 from tests.state.toy import RELEASES, tree, write_spec
 
 SCM_PYPROJECT = '[project]\nname = "Toy_Pkg"\ndynamic = ["version"]\n\n[tool.setuptools_scm]\n'

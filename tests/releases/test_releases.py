@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from patchspec.errors import PatchspecError
 from patchspec.install import installed
 from patchspec.releases import profiles
 from patchspec.releases.cache import git_tag_root, pypi_root
-from patchspec.errors import PatchspecError
 from patchspec.spec import load_spec
 from tests.releases import DEFAULT_VLLM
 from tests.releases.table import ROWS, Outcome, Release

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from patchspec import snippets
-from patchspec.releases import profiles
 from patchspec.compiler import snippet_api
+from patchspec.releases import profiles
 from patchspec.releases.cache import pypi_root
 from patchspec.spec import SHIPPED, load_spec
 
@@ -43,8 +43,9 @@ def small_wheel(index: Path, version: str, source: str, edit=None) -> None:
             if (root / rel).is_file():
                 text = (root / rel).read_text()
                 wheel.writestr(rel, edit(rel, text) if edit else text)
-        wheel.writestr(f"vllm-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n\n")
-        wheel.writestr(f"vllm-{version}.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        info = f"vllm-{version}.dist-info"
+        wheel.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n\n")
+        wheel.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
         wheel.writestr(f"vllm-{version}.dist-info/top_level.txt", "vllm\n")
         wheel.writestr(f"vllm-{version}.dist-info/RECORD", "")
 
@@ -73,7 +74,8 @@ def test_the_watch_passes_while_the_newest_release_takes_the_specs(tmp_path, ind
     code, summary, err = watch(tmp_path, index)
     assert code == 0, err + summary
     assert "## pipeline-parallel on the newest vllm (drift exit 0)" in summary
-    assert "unchanged: scheduler-running-cap#0 loop_guard Scheduler.schedule at vllm/v1/core/sched/scheduler.py" in summary
+    assert ("unchanged: scheduler-running-cap#0 loop_guard Scheduler.schedule at vllm/v1/core/sched/scheduler.py"
+            in summary)
     assert "| vllm-0.26.0 (v0.26.0) | vllm-0.30.0 (v0.30.0) |" in summary
 
 

@@ -6,14 +6,13 @@ profile drafted with ``profile new``) with ``-m releases_all``. On the release t
 calls every rewrite of the spec obsolete."""
 from __future__ import annotations
 
-
 import pytest
 
-from patchspec.verbs import reading, writing
 from patchspec.compiler import drift
 from patchspec.compiler.transforms import KINDS
 from patchspec.releases.cache import pypi_root
 from patchspec.spec import SHIPPED, load_spec
+from patchspec.verbs import reading, writing
 from tests.cve_probes import probe
 from tests.verbs.test_apply import tree
 

@@ -9,9 +9,9 @@ import textwrap
 
 import pytest
 
-from patchspec.verbs import reading, writing
 from patchspec.releases.cache import pypi_root
 from patchspec.spec import SHIPPED
+from patchspec.verbs import reading, writing
 from tests.verbs.test_apply import tree
 
 SPEC = str(SHIPPED / "examples" / "requests-audit.yaml")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from patchspec.verbs import reading, writing
 from patchspec.releases import profiles
 from patchspec.releases.new_profile import BROKEN_COMMENT
 from patchspec.spec import load_spec
+from patchspec.verbs import reading, writing
 from tests.releases import DEFAULT_VLLM
 from tests.verbs.test_apply import tree
 

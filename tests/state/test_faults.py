@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from patchspec.verbs import reading, writing
-from patchspec.install import txn
 from patchspec.errors import PatchspecError
+from patchspec.install import txn
+from patchspec.verbs import reading, writing
 from tests.state.toy import in_child, points, tree
 
 
@@ -49,7 +49,8 @@ def states(toy, tmp_path):
 def test_every_kill_point_is_recoverable(states, tmp_path, verb):
     spec, pristine, patched, fresh = states
     start = "pristine" if verb == "apply" else "patched"
-    argv = lambda root: ["apply", spec, "--root", str(root)] if verb == "apply" else ["unapply", "toy", "--root", str(root)]
+    argv = lambda root: ["apply", spec, "--root", str(root)] if verb == "apply" \
+        else ["unapply", "toy", "--root", str(root)]
     found = points(argv(fresh(start)), tmp_path / "trace")
     assert {kind for _, kind, _ in found} >= ({"create", "write", "fsync", "rename", "commit", "journal"}
                                               | ({"link", "mkdir"} if verb == "apply" else {"unlink"}))

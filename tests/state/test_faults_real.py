@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from patchspec.verbs import writing
-from patchspec.install import txn
-from patchspec.install.state import locked
-from patchspec.errors import PatchspecError
-from patchspec.install.root import Root
 from patchspec.compiler.snippet_api import declared_uses
+from patchspec.errors import PatchspecError
+from patchspec.install import txn
+from patchspec.install.root import Root
+from patchspec.install.state import locked
 from patchspec.snippets import PackageFiles, package_dir
 from patchspec.spec import load_spec
+from patchspec.verbs import writing
 from tests.gaudi_shape import fixture_root
 from tests.state.toy import points, tree
 

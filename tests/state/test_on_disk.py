@@ -8,17 +8,18 @@ import py_compile
 import shutil
 import stat
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from patchspec.verbs import reading, writing
-from patchspec.install.pristine import pristine_reader
-from patchspec.install import txn
-from patchspec.install.state import LOCK_FILE, STATE_FILE, load_state, locked
 from patchspec.cli import main
 from patchspec.errors import PatchspecError
+from patchspec.install import txn
+from patchspec.install.pristine import pristine_reader
 from patchspec.install.root import Root
-from tests.state.toy import in_child, pip_install, pip_uninstall, points, tree
+from patchspec.install.state import LOCK_FILE, STATE_FILE, load_state, locked
+from patchspec.verbs import reading, writing
+from tests.state.toy import RELEASES, in_child, pip_install, pip_uninstall, points, tree
 
 
 def _kill_at(root, argv, kind: str, nth: int, tmp_path, action: str = "kill") -> int:
@@ -100,7 +101,7 @@ def test_path_aliases_are_one_file(toy, tmp_path):
     for bad in ("../a.py", "pkg/../../a.py", "/etc/passwd"):
         with pytest.raises(PatchspecError, match="leaves the root"):
             Root_.canonical(bad)
-    text = open(spec).read().replace("name: toy", "name: toy2").replace("file: pkg/a.py", "file: ./pkg//a.py") \
+    text = Path(spec).read_text().replace("name: toy", "name: toy2").replace("file: pkg/a.py", "file: ./pkg//a.py") \
         .replace('anchor: "marker_call(...)"', 'anchor: "x = 1"').replace("file: pkg/b.py", "file: pkg//b.py") \
         .replace("- wrap: {with: passthrough}", '- insert_before: {anchor: "return 2", code: "_p.stop(self, 3)"}')
     second = tmp_path / "toy-spec" / "toy2.yaml"
@@ -183,7 +184,7 @@ def test_a_failed_verb_leaves_no_temporary_file_or_directory(toy, tmp_path, caps
 
 def _spec_variant(spec, tmp_path, old, new):
     path = tmp_path / "toy-spec" / "variant.yaml"
-    path.write_bytes(open(spec, "rb").read().replace(old, new))
+    path.write_bytes(Path(spec).read_bytes().replace(old, new))
     return str(path)
 
 
@@ -208,9 +209,8 @@ def test_one_line_errors_and_no_hangs(toy, tmp_path, capsys, case):
         os.mkfifo(root / "pkg/b.py")
     before = tree(root)
     if case == "nan-lock-timeout":
-        with locked(Root.open(root), 1):
-            with pytest.raises(PatchspecError, match="not a finite number"):
-                writing.apply(spec, "auto", str(root), lock_timeout=float("nan"))
+        with locked(Root.open(root), 1), pytest.raises(PatchspecError, match="not a finite number"):
+            writing.apply(spec, "auto", str(root), lock_timeout=float("nan"))
         return
     code = main(argv)
     err = capsys.readouterr().err
@@ -242,6 +242,26 @@ def test_upgrade_under_a_patched_root(toy, capsys):
     assert "x = 2" in (root / "pkg/a.py").read_text()
     writing.unapply("toy", str(root))
     assert tree(root) == {k: v for k, v in upgraded.items() if not k.startswith((".patchspec", "_patchspec_runtime"))}
+
+
+def test_a_patched_file_put_back_to_its_release_is_patched_again_by_apply(toy, capsys):
+    """One file of an applied spec put back to its release's bytes (by hand, or a reinstall of its package):
+    apply drops its stale record and patches it again, as the first apply wrote it (it used to say "already
+    applied", commit nothing and leave the file unpatched)."""
+    root, spec = toy
+    before = tree(root)
+    assert main(_apply(spec, root)) == 0
+    patched = tree(root)
+    (root / "pkg/a.py").write_text(RELEASES["1.0"]["pkg/a.py"])
+    capsys.readouterr()
+    assert main(_apply(spec, root)) == 0
+    out = capsys.readouterr().out
+    assert "dropped: pkg/a.py: replaced by pkg 1.0" in out and "patched: pkg/a.py" in out, out
+    assert "already applied" not in out
+    assert tree(root) == patched
+    assert main(["status", "--root", str(root)]) == 0
+    writing.unapply("toy", str(root))
+    assert tree(root) == before
 
 
 def test_pip_uninstall_then_status_and_forget(toy, capsys):

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from patchspec.verbs import writing
-from patchspec.install.state import load_state
-from patchspec.releases import report
 from patchspec.cli import main
 from patchspec.install.root import Root
+from patchspec.install.state import load_state
+from patchspec.releases import report
+from patchspec.verbs import writing
 from tests.state.toy import tree
 from tests.verbs.test_apply import DEMO
 

@@ -11,8 +11,8 @@ import signal
 import stat
 from pathlib import Path
 
-from patchspec.install import txn
 from patchspec.cli import main
+from patchspec.install import txn
 
 SNIPS = Path(__file__).resolve().parents[1] / "fixtures" / "demo_spec" / "snips"
 

@@ -2,20 +2,19 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from patchspec.verbs import reading, writing
-from patchspec.prepare import prepare
-from patchspec.install import txn
-from patchspec.install.state import locked
 from patchspec.cli import main
 from patchspec.errors import PatchspecError
+from patchspec.install import txn
 from patchspec.install.root import Root
+from patchspec.install.state import locked
+from patchspec.prepare import prepare
+from patchspec.verbs import reading, writing
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "demo_spec"
 DEMO = str(FIXTURES / "demo.yaml")
@@ -130,9 +129,8 @@ def test_release_auto_reads_dist_info(vllm_release, copy_root):
 def test_two_appliers_one_waits_then_fails_clearly(release_root):
     root, release = release_root
     before = tree(root)
-    with locked(Root.open(root), timeout=1):
-        with pytest.raises(PatchspecError, match="holds the lock"):
-            writing.apply(DEMO, release, str(root), lock_timeout=0.3)
+    with locked(Root.open(root), timeout=1), pytest.raises(PatchspecError, match="holds the lock"):
+        writing.apply(DEMO, release, str(root), lock_timeout=0.3)
     assert {k: v for k, v in tree(root).items() if not k.startswith(".patchspec")} == before
 
 

@@ -6,9 +6,8 @@ import itertools
 
 import pytest
 
-from patchspec.verbs import reading, writing
-from patchspec.cli import main
 from patchspec.errors import PatchspecError
+from patchspec.verbs import reading, writing
 from tests.verbs.test_apply import DEMO, FIXTURES, tree
 
 SECOND = str(FIXTURES / "second.yaml")

@@ -3,18 +3,17 @@ generated sources of many shapes."""
 from __future__ import annotations
 
 import codecs
-import hashlib
-import shutil
 import tempfile
 from pathlib import Path
 
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from patchspec.verbs import writing
 from patchspec.compiler.source import split_lines
 from patchspec.errors import PatchspecError
 from patchspec.spec import load_spec_bytes
+from patchspec.verbs import writing
 from tests.verbs.test_apply import FIXTURES
 
 DEMO = yaml.safe_load((FIXTURES / "demo.yaml").read_text())
@@ -162,7 +161,8 @@ def test_round_trip_on_generated_sources(source, bom):
         patched = data.decode("utf-8-sig")
         compile(patched, "mod.py", "exec")
         assert patched.count("# patchspec: prop") == 3
-        assert "marker_call(1, {0}k{0}, extra=_p.stop(self, 2))".format(source.split("marker_call(1, ")[1][0]) in patched
+        quote = source.split("marker_call(1, ")[1][0]
+        assert f"marker_call(1, {quote}k{quote}, extra=_p.stop(self, 2))" in patched
         live = patched.split("@_p.passthrough  # patchspec: prop\n")[1]
         assert live.lstrip().startswith("def target(self):")                 # on the live definition
         assert "def target" not in live.split("def target(self)", 1)[1]      # which is the last one

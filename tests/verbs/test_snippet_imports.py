@@ -33,7 +33,8 @@ def test_apply_refuses_a_snippet_import_that_does_not_resolve(tmp_path, capsys, 
 
 def test_imports_from_the_root_the_interpreter_and_the_package_itself_apply(tmp_path, capsys):
     python, site = toy_venv(tmp_path)
-    imports = "import json\nimport vpkg.mod\nfrom . import helper\ntry:\n    import optional_thing\nexcept ImportError:\n    pass\n"
+    imports = ("import json\nimport vpkg.mod\nfrom . import helper\n"
+               "try:\n    import optional_thing\nexcept ImportError:\n    pass\n")
     spec = write_spec(tmp_path / "spec", snippet=imports + SNIPPET)
     (tmp_path / "spec" / "snips" / "vsnips" / "helper.py").write_text("")
     assert main(["apply", spec, "--root", str(site)]) == 0

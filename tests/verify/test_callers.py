@@ -386,25 +386,50 @@ SCANNER_FORMS = ["c_scanstring or py_scanstring", "c_scanstring if c_scanstring 
 @pytest.mark.parametrize("value", SCANNER_FORMS)
 @pytest.mark.parametrize("speedups", [True, False])
 def test_a_fallback_chosen_by_or_or_if_is_not_live_when_the_accelerator_is(tmp_path, capsys, value, speedups):
-    """stdlib json's and simplejson's shape: ``scanstring = c_scanstring or py_scanstring``. Before: an
-    ``insert_before`` in ``py_scanstring`` was "verified: 1 live" while ``loads`` ran the C scanner."""
+    """stdlib json's and simplejson's shape, in a private module: ``scanstring = c_scanstring or
+    py_scanstring``. Before: an ``insert_before`` in ``py_scanstring`` was "verified: 1 live" while
+    ``loads`` ran the C scanner."""
     python, site = make_venv(tmp_path / "venv")
-    install(site, {"vpkg/__init__.py": "", "vpkg/decoder.py": SCANNER.format(value=value)})
+    install(site, {"vpkg/__init__.py": "from ._decoder import loads\n",
+                   "vpkg/_decoder.py": SCANNER.format(value=value)})
     so = build_extension(site / "vpkg", "vpkg._speedups", {"scanstring": "c:"}) if speedups else None
-    spec = write_spec(tmp_path / "spec", SCANNER_SPEC, SNIPPET)
+    spec = write_spec(tmp_path / "spec", SCANNER_SPEC.replace("vpkg/decoder.py", "vpkg/_decoder.py"), SNIPPET)
     before = tree(site)
-    code = "import vpkg.decoder; print(vpkg.decoder.loads('x'))"
+    code = "import vpkg; print(vpkg.loads('x'))"
     if speedups:
         assert main(["apply", spec, "--root", str(site)]) == 2
         err = capsys.readouterr().err
-        assert (f"vpkg.decoder.scanstring is vpkg._speedups.scanstring (compiled: {so}), and scanstring is bound "
-                "to py_scanstring only in a fallback branch: a patch of decoder.py_scanstring does not run for "
-                "callers of vpkg.decoder.scanstring") in err, err
+        assert (f"vpkg._decoder.scanstring is vpkg._speedups.scanstring (compiled: {so}), and scanstring is bound "
+                "to py_scanstring only in a fallback branch: a patch of _decoder.py_scanstring does not run for "
+                "callers of vpkg._decoder.scanstring") in err, err
         assert "--no-verify" not in err and tree(site) == before
         assert run(python, code=code) == ["c:x"]
     else:
         assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
         assert run(python, code=code) == ["HOOK scan", "py:x"]
+
+
+def test_a_fallback_chosen_by_or_in_a_public_module_is_live_for_its_own_name_and_names_the_other(tmp_path, capsys):
+    """simplejson's ``encoder.py_encode_basestring_ascii`` (corpus run of this session, 3 false not-live):
+    the public name of the pure function in a public module is what its callers (and simplejson's own
+    ``_toggle_speedups(False)``) use, as msgpack's public ``fallback.Packer`` is (docs/corpus.md class 1).
+    Before: apply undid it, "a patch of decoder.py_scanstring does not run for callers of
+    vpkg.decoder.scanstring", though callers of ``vpkg.decoder.py_scanstring`` run it."""
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": "from . import decoder\n",
+                   "vpkg/decoder.py": SCANNER.format(value=SCANNER_FORMS[0])})
+    so = build_extension(site / "vpkg", "vpkg._speedups", {"scanstring": "c:"})
+    spec = write_spec(tmp_path / "spec", SCANNER_SPEC, SNIPPET)
+    assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site)]) == 0
+    out = capsys.readouterr().out
+    assert "callers of vpkg.decoder.py_scanstring reach it" in out, out
+    assert (f"vpkg.decoder.scanstring is vpkg._speedups.scanstring (compiled: {so}), and scanstring is bound to "
+            "py_scanstring only in a fallback branch: callers of vpkg.decoder.scanstring reach that instead, and a "
+            "patch of decoder.py_scanstring does not run for them") in out
+    code = "import vpkg; print(vpkg.decoder.py_scanstring('x'), vpkg.decoder.loads('y'))"
+    assert run(python, code=code) == ["HOOK scan", "py:x c:y"]
 
 
 @pytest.mark.parametrize("value", SCANNER_FORMS)
@@ -417,3 +442,219 @@ def test_init_warns_statically_of_a_fallback_chosen_by_or_or_if(tmp_path, capsys
     assert (f"warning: vpkg/decoder.py:11: scanstring is bound to `{value}`, and c_scanstring is bound in try by "
             "`from ._speedups import scanstring as c_scanstring` (line 2): when the import runs, callers of "
             "scanstring do not reach py_scanstring") in capsys.readouterr().out
+
+
+SELECTOR = '''import os
+
+if not os.environ.get("VPKG_NO_EXTENSIONS"):
+    try:
+        from ._quoting_c import quote
+    except ImportError:
+        from ._quoting_py import quote
+else:
+    from ._quoting_py import quote
+'''
+
+QUOTING_SPEC = SPEC.replace("file: vpkg/_native.py", "file: vpkg/_quoting_py.py").replace("function: escape",
+                                                                                          "function: quote")
+
+
+def _selector_package(site):
+    install(site, {"vpkg/__init__.py": "from ._url import render\n",
+                   "vpkg/_url.py": "from ._quoting import quote\n\n\ndef render(s):\n    return quote(s)\n",
+                   "vpkg/_quoting.py": SELECTOR, "vpkg/_quoting_py.py": NATIVE.replace("escape", "quote")})
+
+
+def test_init_and_compile_warn_statically_of_a_sibling_module_choosing_the_targets_module(tmp_path, capsys):
+    """yarl's shape: ``yarl/_quoting.py`` picks ``_quoting_c`` (compiled) or ``_quoting_py`` by a try/except
+    import, and the package's modules import it from ``_quoting``. Before: init and compile said nothing,
+    the module choosing is neither the target nor a package above it."""
+    site = tmp_path / "site"
+    _selector_package(site)
+    assert main(["init", "toy-fix", "--root", str(site), "--target", "vpkg/_quoting_py.py:quote",
+                 "--dir", str(tmp_path / "fix")]) == 0
+    warning = ("warning: vpkg/_quoting.py:5: vpkg._quoting.quote is bound in try by `from ._quoting_c import quote`, "
+               "and from vpkg._quoting_py only in except ImportError (line 7): when the other branch runs, callers "
+               "of vpkg._quoting.quote do not reach vpkg/_quoting_py.py")
+    out = capsys.readouterr().out
+    assert warning in out, out
+    assert main(["compile", str(tmp_path / "fix" / "toy-fix.yaml"), "--root", str(site)]) == 0
+    assert warning in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("speedups", [True, False])
+def test_a_sibling_module_choosing_the_accelerator_leaves_the_pure_module_not_live(tmp_path, capsys, speedups):
+    """The proof at run time of the same shape: with ``_quoting_c`` built, callers of ``vpkg.render`` run
+    the C ``quote``; without it, the patched ``_quoting_py.quote``."""
+    python, site = make_venv(tmp_path / "venv")
+    _selector_package(site)
+    so = build_extension(site / "vpkg", "vpkg._quoting_c", {"quote": "c:"}) if speedups else None
+    spec = write_spec(tmp_path / "spec", QUOTING_SPEC, SNIPPET)
+    before = tree(site)
+    code = "import vpkg; print(vpkg.render('x'))"
+    if speedups:
+        assert main(["apply", spec, "--root", str(site)]) == 2
+        err = capsys.readouterr().err
+        assert f"vpkg._quoting.quote is vpkg._quoting_c.quote (compiled: {so})" in err, err
+        assert "--no-verify" not in err
+        assert tree(site) == before
+        assert run(python, code=code) == ["c:x"]
+    else:
+        assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+        assert run(python, code=code) == ["HOOK quote", "native:x"]
+
+
+VEC = '''class PyVec:
+    def append(self, x):
+        return [x]
+
+
+def python_vec():
+    return PyVec()
+'''
+
+VEC_SPEC = '''spec: 1
+name: vtoy
+summary: A hook in a class no public name binds, which a public class subclasses.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: append
+    file: vpkg/_vec.py
+    function: PyVec.append
+    transforms:
+      - insert_before: {anchor: "return [x]", code: "print('HOOK append')"}
+'''
+
+
+def test_a_member_of_a_class_no_public_name_binds_names_the_public_subclass_its_callers_use(tmp_path, capsys):
+    """pyrsistent's ``_pvector.PythonPVector`` (docs/trials.md, left open): ``pyrsistent.pvector`` builds
+    the C vector, but ``pyrsistent.CheckedPVector`` subclasses the pure class, so its methods run for those
+    callers. Before: live, with no word of which public name reaches it."""
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": "from ._checked import Checked\n", "vpkg/_vec.py": VEC,
+                   "vpkg/_checked.py": "from ._vec import PyVec\n\n\nclass Checked(PyVec):\n    pass\n"})
+    spec = write_spec(tmp_path / "spec", VEC_SPEC, SNIPPET)
+    assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site)]) == 0
+    assert "callers of vpkg.Checked (a subclass) reach it" in capsys.readouterr().out
+    assert run(python, code="import vpkg; print(vpkg.Checked().append(1))") == ["HOOK append", "[1]"]
+
+
+PVECTOR = '''class PVector:
+    def append(self, x):
+        return "py:" + str(x)
+
+
+def python_pvector():
+    return PVector()
+
+
+try:
+    from vpkg._cvector import pvector
+except ImportError:
+    pvector = python_pvector
+'''
+
+PVECTOR_SPEC = '''spec: 1
+name: vtoy
+summary: A hook in the pure class's method.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: append
+    file: vpkg/_pvector.py
+    function: PVector.append
+    transforms:
+      - insert_before: {anchor: 'return "py:" + str(x)', code: "print('HOOK append')"}
+'''
+
+BUILD = "import vpkg; print(vpkg.pvector().append(1))"
+
+
+def _pvector_venv(tmp_path, speedups: bool, files: dict[str, str]):
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": "from ._pvector import pvector\n", "vpkg/_pvector.py": PVECTOR, **files})
+    so = build_extension(site / "vpkg", "vpkg._cvector", {}, {"PVector": ("pvector", "c:")}) if speedups else None
+    return python, site, so
+
+
+@pytest.mark.parametrize("speedups", [True, False])
+def test_a_method_of_a_fallback_class_is_not_live_when_callers_build_the_compiled_class(tmp_path, capsys, speedups):
+    """pyrsistent 0.20.0's shape (docs/trials.md, class 1, the method): callers build vectors with
+    ``vpkg.pvector()``, the C factory when ``_cvector`` imports (a C ``PVector`` of the same name), the
+    pure ``python_pvector`` only in ``except ImportError``. Before: "verified: 1 live" ("line(s) 3 in the
+    live code of vpkg._pvector.PVector.append") while ``vpkg.pvector().append`` ran the C method."""
+    python, site, so = _pvector_venv(tmp_path, speedups, {})
+    spec = write_spec(tmp_path / "spec", PVECTOR_SPEC, SNIPPET)
+    if speedups:
+        assert run(python, code=BUILD) == ["c:1"]
+        before = tree(site)
+        assert main(["apply", spec, "--root", str(site)]) == 2
+        err = capsys.readouterr().err
+        assert (f"vpkg._pvector.pvector is vpkg._cvector.pvector (compiled: {so}), and pvector is bound to "
+                "python_pvector, which builds PVector, only in a fallback branch: a patch of "
+                "_pvector.PVector.append does not run for callers of vpkg._pvector.pvector") in err, err
+        assert "--no-verify" not in err and len(err.strip().splitlines()) == 1
+        assert tree(site) == before
+    else:
+        assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+        assert run(python, code=BUILD) == ["HOOK append", "py:1"]
+
+
+def test_a_public_subclass_keeps_the_method_live_and_the_row_names_the_compiled_factory(tmp_path, capsys):
+    """pyrsistent's ``CheckedPVector`` subclasses ``PythonPVector``: its callers run the patch, callers of
+    ``pvector()`` do not, and the row says both. Before: live, naming the subclass alone."""
+    checked = {"vpkg/__init__.py": "from ._pvector import pvector\nfrom ._checked import Checked\n",
+               "vpkg/_checked.py": "from ._pvector import PVector\n\n\nclass Checked(PVector):\n    pass\n"}
+    python, site, so = _pvector_venv(tmp_path, True, checked)
+    spec = write_spec(tmp_path / "spec", PVECTOR_SPEC, SNIPPET)
+    assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site)]) == 0
+    out = capsys.readouterr().out
+    assert "callers of vpkg.Checked (a subclass) reach it" in out, out
+    assert (f"vpkg._pvector.pvector is vpkg._cvector.pvector (compiled: {so}), and pvector is bound to "
+            "python_pvector, which builds PVector, only in a fallback branch: callers of vpkg._pvector.pvector "
+            "reach that instead") in out, out
+    assert run(python, code=BUILD + "; print(vpkg.Checked().append(2))") == ["c:1", "HOOK append", "py:2"]
+
+
+def test_apply_shows_a_live_row_whose_package_name_reaches_compiled_code_instead(tmp_path, capsys):
+    """immutables 0.21's shape (docs/trials.md, session 5): ``immutables.Map`` is the C class, the pure
+    ``immutables.map.Map`` is live for its own callers only. Before: apply printed "verified: 1 live" and
+    nothing else, so a user fixing ``immutables.Map`` was told the fix runs; the caveat was in `verify` alone."""
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": PUBLIC_INIT, "vpkg/fallback.py": NATIVE, "vpkg/md.py": MD})
+    so = build_extension(site / "vpkg", "vpkg._speedups", {"escape": "speedups:"})
+    spec = write_spec(tmp_path / "spec", PUBLIC_SPEC, SNIPPET)
+    assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert ("live for some callers: vtoy escape#0 wrap escape in vpkg/fallback.py (the live vpkg.fallback.escape is "
+            "traced.<locals>.wrapper") in out, out
+    assert (f"callers of vpkg.escape reach vpkg._speedups.escape (compiled: {so}) instead: a patch of "
+            "fallback.escape does not run for them") in out
+    assert "verified: 1 live (1 of them not for every caller), 0 shown statically, 0 not live" in out
+
+
+TYPED_INIT = '''from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._speedups import escape
+else:
+    try:
+        from ._speedups import escape
+    except ImportError:
+        from ._native import escape
+'''
+
+
+def test_the_static_warning_names_the_import_that_runs_not_the_one_under_type_checking(tmp_path, capsys):
+    """immutables' ``__init__`` (docs/trials.md, session 5). Before: "bound in if TYPE_CHECKING by ...
+    (line 4)", a branch that never runs, while the accelerator's import that runs (line 7) went unnamed."""
+    site = tmp_path / "site"
+    install(site, {"vpkg/__init__.py": TYPED_INIT, "vpkg/_native.py": NATIVE})
+    assert main(["init", "toy-fix", "--root", str(site), "--target", "vpkg/_native.py:escape",
+                 "--dir", str(tmp_path / "fix")]) == 0
+    out = capsys.readouterr().out
+    assert ("warning: vpkg/__init__.py:7: vpkg.escape is bound in try by `from ._speedups import escape`, and from "
+            "vpkg._native only in except ImportError (line 9)") in out, out

@@ -12,6 +12,7 @@ from tests.state.toy import tree
 from tests.verify.real_venv import pip_venv
 from tests.verify_toy import SNIPPET, run, write_spec
 
+
 def _spec(tmp_path: Path, text: str, package: str, version: str) -> str:
     spec = write_spec(tmp_path / "spec", text, SNIPPET, package=package)
     (tmp_path / "spec" / "releases" / "r1.yaml").write_text(f"release: r1\npackages: {{{package}: '=={version}'}}\n")
@@ -105,3 +106,36 @@ def test_httpx_0_28_1_rehomed_class_and_multi_line_default_are_live(tmp_path, ca
     assert "verified: 2 live" in out
     assert run(python, code="import httpx; print(httpx.Response(200).describe(), "
                             "httpx.request.__kwdefaults__['follow_redirects'])") == ["described True"]
+
+
+YARL = '''spec: 1
+name: vtoy
+summary: A hook in yarl's pure quoter.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: quoter
+    file: yarl/_quoting_py.py
+    function: _Quoter.__call__
+    transforms:
+      - wrap: {with: traced}
+'''
+
+
+def test_yarl_quoting_py_is_chosen_by_a_sibling_module_and_init_warns_of_it(tmp_path, capsys):
+    """``yarl/_quoting.py`` imports ``_Quoter`` from ``_quoting_c`` (Cython) in a try, from ``_quoting_py``
+    only where that fails. Before: init and compile gave no warning."""
+    python, site = pip_venv(tmp_path / "venv", "yarl==1.9.4")
+    compiled = list((site / "yarl").glob("_quoting_c.cpython-*.so"))
+    if not compiled:
+        pytest.skip("no compiled yarl wheel for this interpreter")
+    assert main(["init", "yarl-fix", "--root", str(site), "--target", "yarl/_quoting_py.py:_Quoter.__call__",
+                 "--dir", str(tmp_path / "fix")]) == 0
+    assert ("yarl._quoting._Quoter is bound in try by `from ._quoting_c import _Quoter, _Unquoter`, and from "
+            "yarl._quoting_py only in except ImportError") in capsys.readouterr().out
+    spec = _spec(tmp_path, YARL, "yarl", "1.9.4")
+    before = tree(site)
+    assert main(["apply", spec, "--root", str(site)]) == 2
+    err = capsys.readouterr().err
+    assert f"yarl._quoting._Quoter is yarl._quoting_c._Quoter (compiled: {compiled[0]})" in err, err
+    assert "--no-verify" not in err
+    assert tree(site) == before

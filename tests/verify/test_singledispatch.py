@@ -60,3 +60,42 @@ def test_naming_underscore_alone_says_it_is_defined_several_times_and_how_to_cho
     err = capsys.readouterr().err
     assert "_ is defined 2 times" in err and "register(int) at line 10" in err
     assert "`branch: register(TYPE)`" in err
+
+
+BOTH = '''spec: 1
+name: vtoy
+summary: Hooks in both handlers.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: int-handler
+    file: vpkg/mod.py
+    function: _
+    branch: register(int)
+    transforms:
+      - insert_before: {anchor: 'return "int"', code: "_v.seen('int')"}
+  - id: str-handler
+    file: vpkg/mod.py
+    function: _
+    branch: register(str)
+    transforms:
+      - insert_before: {anchor: 'return "str"', code: "_v.seen('str')"}
+'''
+
+
+def test_two_underscore_handlers_in_one_spec_are_each_patched_and_live(tmp_path, capsys):
+    """Before: "_ at line 15 is another branch's definition than the one at line 10 that a target already
+    patches: one plan patches one definition of a name" (definitions were by file and name)."""
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": "", "vpkg/mod.py": MOD})
+    spec = write_spec(tmp_path / "spec", BOTH, SNIPPET)
+    assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert main(["verify", spec, "--root", str(site)]) == 0
+    out = capsys.readouterr().out
+    assert "in the live code of vpkg.mod.fmt.registry[int]" in out and "vpkg.mod.fmt.registry[str]" in out
+    assert run(python, code="import vpkg.mod as m; print(m.fmt(1), m.fmt('a'))") == ["HOOK int", "HOOK str",
+                                                                                     "int str"]
+    main(["drift", spec, "--root", str(site)])   # each target's row at its own handler's anchor
+    out = capsys.readouterr().out
+    assert "int-handler#0 insert_before _ at vpkg/mod.py:11" in out
+    assert "str-handler#0 insert_before _ at vpkg/mod.py:16" in out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,12 +13,12 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from patchspec.verbs import writing
-from patchspec.install.state import STATE_FILE, ProofState, load_state
 from patchspec.cli import main
 from patchspec.install.root import Root
+from patchspec.install.state import STATE_FILE, ProofState, load_state
+from patchspec.verbs import writing
 from tests.state.toy import tree
-from tests.verify_toy import MOD, PATCHED_OUT, SNIPPET, install, make_venv, run, toy_venv, write_spec
+from tests.verify_toy import MOD, PATCHED_OUT, SNIPPET, install, run, toy_venv, write_spec
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads(resources.files("patchspec").joinpath("schema/output.schema.json").read_text())

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import types
+from typing import Any
 
 from patchspec.compiler.kind import Kind
 
 
-def discover(package: str = __name__, path=None) -> dict[str, Kind]:
+def discover(package: str = __name__, path: list[str] | None = None) -> dict[str, Kind]:
     found: dict[str, Kind] = {}
     for info in sorted(pkgutil.iter_modules(path or __path__), key=lambda i: i.name):
         module = importlib.import_module(f"{package}.{info.name}")
@@ -22,16 +24,16 @@ def discover(package: str = __name__, path=None) -> dict[str, Kind]:
     return dict(sorted(found.items(), key=lambda item: (item[1].rank, item[0])))
 
 
-def _declared_in(kind: Kind, module) -> bool:
+def _declared_in(kind: Kind, module: types.ModuleType) -> bool:
     """A kind belongs to the module whose resolve function it runs (an imported Kind is not redeclared)."""
-    return getattr(kind.resolve, "__module__", module.__name__) == module.__name__
+    return bool(getattr(kind.resolve, "__module__", module.__name__) == module.__name__)
 
 
 KINDS: dict[str, Kind] = discover()
 CLASS_KINDS = frozenset(name for name, k in KINDS.items() if k.on_class)
 
 
-def transform_schema() -> dict:
+def transform_schema() -> dict[str, Any]:
     """The ``$defs/transform`` fragment of the spec schema: one key, a kind, with that kind's keys."""
     return {"type": "object", "minProperties": 1, "maxProperties": 1,
             "propertyNames": {"enum": list(KINDS)},

@@ -1,18 +1,20 @@
 """``add_argument``: a keyword argument added to the one call matching a pattern."""
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 
 from patchspec.compiler import pattern, scope
-from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
 from patchspec.compiler.context import TargetContext
-from patchspec.compiler.kind import Key, Kind
+from patchspec.compiler.edits import Action, LineEdit, NodeEdit, Place, Resolved, ResolveError, Status
+from patchspec.compiler.kind import Key, Kind, Resolution
 
 
-def _append_args(call, new_args: list):
+def _append_args(call: cst.Call, new_args: list[cst.CSTNode]) -> cst.Call:
     """Append keyword arguments in the call's own layout: each new one takes the separator before it."""
     args = list(call.args)
-    for new in new_args:
+    for new in cast(list[cst.Arg], new_args):   # an ARGUMENT edit's new nodes are arguments
         if not args:
             args.append(new)
             continue
@@ -24,20 +26,22 @@ def _append_args(call, new_args: list):
     return call.with_changes(args=tuple(args))
 
 
-def _code(node) -> str:
+def _code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node).strip()
 
 
-def _slot(row, edit) -> tuple[tuple, str]:
+def _slot(row: Resolved, edit: NodeEdit | LineEdit) -> tuple[tuple[object, ...], str]:
     """Two specs adding one keyword to one call must agree on its value."""
-    return (row.file, id(edit.node), f"{edit.new.keyword.value}="), _code(edit.new.value)
+    node_edit = cast(NodeEdit, edit)   # an ARGUMENT edit: a node edit, its new node the argument
+    new = cast(cst.Arg, node_edit.new)
+    return (row.file, id(node_edit.node), f"{cast(cst.Name, new.keyword).value}="), _code(new.value)
 
 
 MAPPING = "mapping-keyword"   # the rule a spec may acknowledge: it knows the mapping never holds the keyword
-ARGUMENT = Action("argument", Place.NODE, apply=_append_args, lint=lambda new: new.value, stage=1)
+ARGUMENT = Action("argument", Place.NODE, apply=_append_args, lint=lambda new: cast(cst.Arg, new).value, stage=1)
 
 
-def add_argument(ctx: TargetContext, params: dict[str, str]):
+def add_argument(ctx: TargetContext, params: dict[str, str]) -> Resolution:
     ctx.require_function("add_argument")
     call = ctx.find_one(params["call"], "expression", f"call {params['call'].strip()!r}", (cst.Call,))
     keyword = params["keyword"]

@@ -4,12 +4,12 @@ from __future__ import annotations
 import ast
 
 from patchspec.compiler import scope
-from patchspec.compiler.edits import LineEdit, marked_line
 from patchspec.compiler.context import TargetContext
-from patchspec.compiler.kind import Binds, Key, Kind, Live
+from patchspec.compiler.edits import LineEdit, marked_line
+from patchspec.compiler.kind import Binds, Key, Kind, Live, Resolution
 
 
-def add_import(ctx: TargetContext, params: dict[str, str]):
+def add_import(ctx: TargetContext, params: dict[str, str]) -> Resolution:
     wanted = ast.dump(ast.parse(params["import"].strip()).body[0])
     for stmt in ctx.source.tree.body:
         if isinstance(stmt, ast.Import | ast.ImportFrom) and ast.dump(stmt) == wanted:

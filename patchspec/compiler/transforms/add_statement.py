@@ -7,18 +7,18 @@ import ast
 import libcst as cst
 
 from patchspec.compiler import pattern, rewrite, scope
-from patchspec.compiler.edits import Action, NodeEdit, Place
 from patchspec.compiler.context import TargetContext
-from patchspec.compiler.kind import Binds, Key, Kind, Live
+from patchspec.compiler.edits import Action, LineEdit, NodeEdit, Place
+from patchspec.compiler.kind import Binds, Key, Kind, Live, Resolution
 
 AFTER_TARGET = Action("after-target", Place.AFTER)
 
 
-def add_statement(ctx: TargetContext, params: dict[str, str]):
+def add_statement(ctx: TargetContext, params: dict[str, str]) -> Resolution:
     parsed = pattern.parse(params["code"], "statements")
     marked = rewrite.mark_code(parsed, ctx.marker)
     first = ctx.definition.node
-    edits = []
+    edits: list[NodeEdit | LineEdit] = []
     for index, stmt in enumerate(marked.body):
         if index == 0 and not isinstance(first, ast.Assign | ast.AnnAssign):
             # after a definition: two blank lines at module level, one in a class, as a formatter puts them

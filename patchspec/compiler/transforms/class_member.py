@@ -7,33 +7,34 @@ its header's line (``class K: pass``) is parsed and given a block, so the member
 from __future__ import annotations
 
 import ast
+from typing import cast
 
 import libcst as cst
 
 from patchspec.compiler import scope
-from patchspec.compiler.edits import Action, LineEdit, NodeEdit, Place, marked, marked_line
 from patchspec.compiler.context import TargetContext
-from patchspec.compiler.kind import Binds, Hook, Key, Kind, Live
+from patchspec.compiler.edits import Action, LineEdit, NodeEdit, Place, Resolved, marked, marked_line
+from patchspec.compiler.kind import Binds, Hook, Key, Kind, Live, Resolution
 
 
-def _append(cls, news: list):
-    body = cls.body
+def _append(cls: cst.ClassDef, news: list[cst.CSTNode]) -> cst.ClassDef:
+    body = cast(cst.IndentedBlock, cls.body)   # a one-line class body is given a block (the fragment)
     return cls.with_changes(body=body.with_changes(body=(*body.body, *news)))
 
 
 MEMBER = Action("member", Place.NODE, apply=_append, stage=3)
 
 
-def _slot(row, edit) -> tuple[tuple, str]:
+def _slot(row: Resolved, edit: NodeEdit | LineEdit) -> tuple[tuple[object, ...], str]:
     """Two specs adding one member to one class must agree on its value."""
     text = edit.text if isinstance(edit, LineEdit) else cst.Module(body=[]).code_for_node(edit.new).strip()
     name, _, value = text.split("#")[0].strip().partition("=")
     return (row.file, row.function, f"{row.function}.{name.strip()}"), value.strip()
 
 
-def _member(kind: str, ctx: TargetContext, name: str, value: str, method: bool):
+def _member(kind: str, ctx: TargetContext, name: str, value: str, method: bool) -> Resolution:
     ctx.require_class(kind)
-    cls = ctx.definition.node
+    cls = cast(ast.ClassDef, ctx.definition.node)   # required above
     _refuse_existing(kind, ctx, cls, name, method)
     code = f"{name} = {value}"
     if ctx.fragment_is_one_line():
@@ -41,7 +42,7 @@ def _member(kind: str, ctx: TargetContext, name: str, value: str, method: bool):
     line = marked_line(code, ctx.marker, ctx.source.body_indent(cls), ctx.source.newline)
     if method and _spaced_methods(ctx, cls):
         line = ctx.source.newline + line
-    return cls.lineno, [LineEdit(cls.body[-1].end_lineno, line, ctx.owner)]
+    return cls.lineno, [LineEdit(cast(int, cls.body[-1].end_lineno), line, ctx.owner)]   # ast sets it
 
 
 CAPTURED, EXISTING = "captured-default", "existing-member"   # the rules a spec may acknowledge (``Kind.rules``)
@@ -82,11 +83,11 @@ def _spaced_methods(ctx: TargetContext, cls: ast.ClassDef) -> bool:
     return bool(starts) and all(not ctx.source.lines[s - 2].strip() for s in starts)
 
 
-def add_method(ctx: TargetContext, params: dict[str, str]):
+def add_method(ctx: TargetContext, params: dict[str, str]) -> Resolution:
     return _member("add_method", ctx, params["name"], f"{ctx.alias}.{params['with']}", True)
 
 
-def add_attribute(ctx: TargetContext, params: dict[str, str]):
+def add_attribute(ctx: TargetContext, params: dict[str, str]) -> Resolution:
     return _member("add_attribute", ctx, params["name"], params["value"], False)
 
 

@@ -7,19 +7,22 @@ inserts inside the run go with it into the guard.
 """
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 
 from patchspec.compiler import pattern, rewrite
-from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
 from patchspec.compiler.context import TargetContext
-from patchspec.compiler.kind import Key, Kind
+from patchspec.compiler.edits import Action, LineEdit, NodeEdit, Place, ResolveError, Status
+from patchspec.compiler.kind import Key, Kind, Resolution
 from patchspec.compiler.rewrite import find_runs, held
 
-GUARD = Action("guard", Place.INSTEAD, lint=lambda new: rewrite.fill_run(new, []))   # lint reads its own lines
+# lint reads its own lines; its new node is the try or with statement
+GUARD = Action("guard", Place.INSTEAD, lint=lambda new: rewrite.fill_run(cast(cst.BaseCompoundStatement, new), []))
 ABSORB = Action("guarded", Place.ABSORB, lint=lambda new: None, anchors=False)
 
 
-def guard(ctx: TargetContext, params: dict[str, str]):
+def guard(ctx: TargetContext, params: dict[str, str]) -> Resolution:
     ctx.require_function("guard")
     run = list(pattern.parse(params["statements"], "statements").body)
     what = f"statements {params['statements'].strip().splitlines()[0]!r}"
@@ -39,7 +42,7 @@ def guard(ctx: TargetContext, params: dict[str, str]):
         raise ResolveError(Status.NOT_APPLICABLE, "`by` must be one try or with statement whose body is the "
                                                   "single statement $$$BODY", [])
     marked = rewrite.mark_code(cst.Module(body=by), ctx.marker).body[0]
-    edits = [NodeEdit(GUARD, block.body[first], marked, ctx.owner)]
+    edits: list[NodeEdit | LineEdit] = [NodeEdit(GUARD, block.body[first], marked, ctx.owner)]
     edits += [NodeEdit(ABSORB, stmt, cst.Pass(), ctx.owner) for stmt in block.body[first + 1:end]]
     return ctx.line_of(block.body[first]), edits
 

@@ -3,15 +3,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status, marked
 from patchspec.compiler.context import TargetContext
-from patchspec.compiler.kind import Key, Kind, code_binds
-
+from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status, marked
+from patchspec.compiler.kind import Key, Kind, Resolution, code_binds
 
 ACTIONS = {"before": Action("before", Place.BEFORE), "after": Action("after", Place.AFTER, sees_anchor=True)}
 
 
-def _resolve(action: str, ctx: TargetContext, params: dict[str, str]) -> tuple[int, list[NodeEdit]]:
+def _resolve(action: str, ctx: TargetContext, params: dict[str, str]) -> Resolution:
     ctx.require_function(f"insert_{action}")
     anchor = ctx.find_one(params["anchor"], "statement", f"anchor {params['anchor'].strip()!r}",
                           (cst.BaseStatement,))

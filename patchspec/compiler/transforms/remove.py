@@ -7,15 +7,15 @@ import ast
 import libcst as cst
 
 from patchspec.compiler import pattern, scope
-from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
 from patchspec.compiler.context import TargetContext
-from patchspec.compiler.kind import Binds, Key, Kind
+from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
+from patchspec.compiler.kind import Binds, Key, Kind, Resolution
 from patchspec.compiler.rewrite import find_rewritten
 
 REMOVED = Action("remove", Place.INSTEAD, rewrites=True, lint=lambda new: None)
 
 
-def remove(ctx: TargetContext, params: dict[str, str]):
+def remove(ctx: TargetContext, params: dict[str, str]) -> Resolution:
     text = params["statement"]
     what = f"statement {text.strip().splitlines()[0]!r}"
     node, _bound = find_rewritten(ctx, text, what)   # gone is anchor-missing: removed or changed, drift cannot tell

@@ -7,13 +7,16 @@ nothing to do: drift calls that transform obsolete.
 """
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 import libcst.matchers as m
 
 from patchspec.compiler import pattern, rewrite
+from patchspec.compiler.context import Capture, TargetContext
 from patchspec.compiler.edits import Action, NodeEdit, Place, ResolveError, Status
-from patchspec.compiler.context import TargetContext
-from patchspec.compiler.kind import Binds, Key, Kind, code_binds
+from patchspec.compiler.kind import Binds, Key, Kind, Resolution, code_binds
+from patchspec.compiler.pattern import Matcher
 from patchspec.compiler.rewrite import EXPRESSION, MARK, find_rewritten, held, marker_edit
 
 STATEMENT = Action("replace-statement", Place.INSTEAD, rewrites=True, lint=lambda new: new)
@@ -34,7 +37,7 @@ def already(ctx: TargetContext, pattern_text: str, code: str) -> bool:
     return not any(rewrite.subtree(n) == place for n in matched) or _extends(matcher, code)
 
 
-def _extends(matcher, code: str) -> bool:
+def _extends(matcher: Matcher, code: str) -> bool:
     """Whether ``code`` (its metavariables as names) is itself a match of the pattern's ``matcher``."""
     parsed = pattern.parse(code, "replacement")
     if isinstance(parsed, cst.Module):
@@ -44,7 +47,7 @@ def _extends(matcher, code: str) -> bool:
     return m.matches(parsed, matcher)
 
 
-def replacement(ctx: TargetContext, code: str, bound: dict, expression: bool):
+def replacement(ctx: TargetContext, code: str, bound: dict[str, Capture], expression: bool) -> list[cst.CSTNode]:
     """``by`` parsed, marked line by line, with the captures substituted."""
     missing = rewrite.unbound(code, bound)
     if missing:
@@ -56,7 +59,8 @@ def replacement(ctx: TargetContext, code: str, bound: dict, expression: bool):
             raise ResolveError(Status.NOT_APPLICABLE, "the pattern is an expression, so `by` must be one", [])
         return [rewrite.substitute(parsed, bound)]
     if not isinstance(parsed, cst.Module):
-        parsed = cst.Module(body=[cst.SimpleStatementLine([cst.Expr(parsed)])])
+        # a replacement is an expression or statements (a module)
+        parsed = cst.Module(body=[cst.SimpleStatementLine([cst.Expr(cast(cst.BaseExpression, parsed))])])
     module = rewrite.substitute(rewrite.mark_code(parsed, ctx.marker), bound)
     statements = list(module.body)
     if statements and module.header:   # comments the code starts with lead its first statement, as in the diff
@@ -64,7 +68,7 @@ def replacement(ctx: TargetContext, code: str, bound: dict, expression: bool):
     return statements + [line for line in module.footer if line.comment is not None]   # and those it ends with
 
 
-def replace(ctx: TargetContext, params: dict[str, str]):
+def replace(ctx: TargetContext, params: dict[str, str]) -> Resolution:
     text = params["pattern"]
     if already(ctx, text, params["by"]):
         ctx.note("the target already holds the replacement")

@@ -6,26 +6,29 @@ function: the first in stacking order is innermost (it wraps the original, the n
 """
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 
-from patchspec.compiler.edits import Action, NodeEdit, Place
 from patchspec.compiler.context import TargetContext
-from patchspec.compiler.kind import Hook, Key, Kind, Live
+from patchspec.compiler.edits import Action, NodeEdit, Place
+from patchspec.compiler.kind import Hook, Key, Kind, Live, Resolution
 
 
-def _decorate(func, news: list):
+def _decorate(func: cst.FunctionDef, news: list[cst.CSTNode]) -> cst.FunctionDef:
     # stacking order: the first spec's decorator is innermost, it wraps the original
-    return func.with_changes(decorators=(*func.decorators, *reversed(news)))
+    return func.with_changes(decorators=(*func.decorators, *reversed(news)))   # news: the Decorators
 
 
 DECORATE = Action("decorate", Place.NODE, apply=_decorate, lint=lambda new: None, stage=0)
 
 
-def wrap(ctx: TargetContext, params: dict[str, str]):
+def wrap(ctx: TargetContext, params: dict[str, str]) -> Resolution:
     ctx.require_function("wrap")
     func = ctx.fragment.node
     decorator = cst.Decorator(
-        decorator=cst.Attribute(value=cst.Name(ctx.alias), attr=cst.Name(params["with"])),
+        # a kind with a hook has a snippet package, so an alias (the spec's check)
+        decorator=cst.Attribute(value=cst.Name(cast(str, ctx.alias)), attr=cst.Name(params["with"])),
         trailing_whitespace=cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "),
                                                    comment=cst.Comment(ctx.marker)),
     )

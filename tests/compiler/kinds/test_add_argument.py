@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.compiler.kinds.cases import d, patched, status
+from tests.compiler.kinds.cases import patched, status
 
+PREAMBLE = "from m import prompt\n"   # before each case's source and text (the name the calls read)
 CASES = [
     pytest.param("Option.prompt_for_value",
                  {"add_argument": {"call": "prompt(...)", "keyword": "err", "value": "True"}},
@@ -42,9 +43,10 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("function,transform,source,expected", CASES)
-def test_add_argument(function, transform, source, expected):
-    assert patched(function, transform, "from m import prompt\n" + d(source)) == "from m import prompt\n" + d(expected)
+REFUSALS = [
+    pytest.param("f", {"add_argument": {"call": "g(...)", "keyword": "k", "value": "1"}}, "def f():\n    g(1, k=2)\n",
+                 "not-applicable", id="a-call-that-passes-the-keyword-already"),
+]
 
 
 @pytest.mark.parametrize("body", [

@@ -8,6 +8,41 @@ from patchspec.compiler import plan as planner
 from tests.compiler.helpers import FILE
 from tests.compiler.kinds.cases import d, patched, spec
 
+CASES = [
+    pytest.param("Session", {"add_attribute": {"name": "trust_env", "value": "False"}},
+                 """
+                 class Session:
+                     timeout = 10
+
+                     def send(self, request):
+                         return request
+                 """,
+                 """
+                 class Session:
+                     timeout = 10
+
+                     def send(self, request):
+                         return request
+                     trust_env = False  # patchspec: fix
+                 """, id="at-the-end-of-the-class-after-its-last-method"),
+    pytest.param("Config", {"add_attribute": {"name": "LIMIT", "value": "64"}},
+                 '''
+                 class Config:
+                     """Settings."""
+                 ''',
+                 '''
+                 class Config:
+                     """Settings."""
+                     LIMIT = 64  # patchspec: fix
+                 ''', id="a-class-of-only-a-docstring"),
+]
+
+REFUSALS = [
+    pytest.param("C", {"add_attribute": {"name": "x", "value": "2"}}, "class C:\n    x = 1\n", "not-applicable",
+                 id="a-name-the-class-binds-already"),
+]
+
+
 RETRY = d("""
           class Retry:
               DEFAULT = frozenset(["Authorization"])

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.compiler.kinds.cases import d, patched, status
-
 CASES = [
     pytest.param("T.flatten", {"guard": {"statements": "for token in self.tokens: ...",
                                          "by": "try:\n    $$$BODY\nexcept RecursionError as err:\n"
@@ -54,14 +52,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("function,transform,source,expected", CASES)
-def test_guard(function, transform, source, expected):
-    assert patched(function, transform, source) == d(expected)
-
-
-@pytest.mark.parametrize("function,transform,source,what", [
+REFUSALS = [
     pytest.param("f", {"guard": {"statements": "x = 1", "by": "if y:\n    $$$BODY\n"}}, "def f():\n    x = 1\n",
                  "not-applicable", id="a-guard-is-a-try-or-a-with"),
-])
-def test_guard_refused(function, transform, source, what):
-    assert status(function, transform, source) == what
+]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.compiler.kinds.cases import d, patched
+from tests.compiler.kinds.cases import d
 
 CASES = [
     pytest.param("cast", {"remove": {"statement": "try:\n    return eval(...)\nexcept Exception:\n    ...\n"}},
@@ -84,9 +84,10 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("function,transform,source,expected", CASES)
-def test_remove(function, transform, source, expected):
-    assert patched(function, transform, source) == d(expected)
+REFUSALS = [
+    pytest.param("f", {"remove": {"statement": "z = 1"}}, "def f():\n    y = 1\n", "missing",
+                 id="a-statement-the-function-lacks"),
+]
 
 
 def test_a_removed_assignment_unbinds_its_name():

@@ -8,7 +8,8 @@ parameter's new default (the old value, counted when the ``def`` runs), ``ps_cor
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 HITS: dict[str, int] = {}
 
