@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 PROMPTS = [
     "The capital of France is",
@@ -69,7 +69,7 @@ def top1(prompt_logprobs: list) -> list[int]:
 def nll(token_ids: list[int], prompt_logprobs: list) -> tuple[float, int]:
     """Summed negative logprob of the prompt's own tokens, and how many positions were scored."""
     total, count = 0.0, 0
-    for token, position in zip(token_ids, prompt_logprobs):
+    for token, position in zip(token_ids, prompt_logprobs, strict=True):
         if position is not None:
             total -= position[str(token)]["logprob"] if str(token) in position else position[token]["logprob"]
             count += 1
@@ -84,7 +84,7 @@ def compare(a: str, b: str, model: str, prompts: list[str], texts: list[str], ma
         if one == two:
             greedy_same += 1
         else:
-            at = next((k for k, (x, y) in enumerate(zip(one, two)) if x != y), min(len(one), len(two)))
+            at = next((k for k, (x, y) in enumerate(zip(one, two, strict=False)) if x != y), min(len(one), len(two)))
             differences.append(f"prompt {i}: greedy answers differ from token {at}")
     for i, text in enumerate(texts):
         (ids_a, lp_a), (ids_b, lp_b) = scored(a, model, text), scored(b, model, text)
@@ -92,7 +92,7 @@ def compare(a: str, b: str, model: str, prompts: list[str], texts: list[str], ma
             differences.append(f"text {i}: the endpoints tokenize it differently (not the same model?)")
             continue
         first_a, first_b = top1(lp_a), top1(lp_b)
-        same = sum(x == y for x, y in zip(first_a, first_b))
+        same = sum(x == y for x, y in zip(first_a, first_b, strict=True))
         if same != len(first_a):
             differences.append(f"text {i}: top-1 differs at {len(first_a) - same} of {len(first_a)} positions")
         top1_same, positions = top1_same + same, positions + len(first_a)
@@ -117,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         prompts = PROMPTS if args.prompts is None else [
-            line for line in open(args.prompts, encoding="utf-8").read().splitlines() if line.strip()]
-        texts = [open(path, encoding="utf-8").read() for path in args.texts] or prompts
+            line for line in Path(args.prompts).read_text(encoding="utf-8").splitlines() if line.strip()]
+        texts = [Path(path).read_text(encoding="utf-8") for path in args.texts] or prompts
     except OSError as e:
         print(f"pp-compare: {e}", file=sys.stderr)
         return 2

@@ -10,7 +10,9 @@ from pathlib import Path
 
 SHAPE = Path(__file__).resolve().parent / "fixtures" / "gaudi_shape"
 LAYOUT = {"runner.py": "vllm_gaudi/v1/worker/hpu_model_runner.py", "worker.py": "vllm_gaudi/v1/worker/hpu_worker.py",
-          "bucketing.py": "vllm_gaudi/extension/bucketing/common.py"}
+          "bucketing.py": "vllm_gaudi/extension/bucketing/common.py",
+          "input_batch.py": "vllm_gaudi/v1/worker/hpu_input_batch.py",
+          "runtime.py": "vllm_gaudi/extension/runtime.py"}
 PACKAGES = ["vllm_gaudi", "vllm_gaudi/v1", "vllm_gaudi/v1/worker", "vllm_gaudi/extension",
             "vllm_gaudi/extension/bucketing"]
 

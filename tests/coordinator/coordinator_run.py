@@ -23,7 +23,6 @@ from types import SimpleNamespace
 
 import torch
 from packaging import version
-
 from vllm.distributed import parallel_state as ps
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 from vllm.v1.worker.gpu_worker import AsyncIntermediateTensors
@@ -270,6 +269,7 @@ def worker_steps(stage: int, config) -> dict:
     what it reads), as vLLM's worker loop runs it: an exception on stage 0, a non-output rank, is
     logged and dropped, and the next step runs."""
     from contextlib import nullcontext
+
     from vllm.v1.worker.gpu_worker import Worker
 
     worker = SimpleNamespace(_pp_send_work=[], vllm_config=config, use_v2_model_runner=False,
@@ -301,8 +301,7 @@ def worker_main(scenario: str, rank: int, port: str) -> None:
     """The world as vLLM's worker starts it (``init_worker_distributed_environment``, where the spec's
     handshake runs), with a tiny model's config for the layer ranges; ``VLLM_PP_LAYER_PARTITION`` may
     differ between the two processes, as between two nodes."""
-    from vllm.config import (DeviceConfig, ModelConfig, ParallelConfig, VllmConfig,
-                             set_current_vllm_config)
+    from vllm.config import DeviceConfig, ModelConfig, ParallelConfig, VllmConfig, set_current_vllm_config
     from vllm.v1.worker.gpu_worker import init_worker_distributed_environment
 
     partition = os.environ.get(f"PARTITION_{rank}")
@@ -331,7 +330,8 @@ def main() -> None:
         return worker_main(scenario, rank, port)
     from vllm.config import DeviceConfig, ParallelConfig, VllmConfig, set_current_vllm_config
 
-    config = VllmConfig(device_config=DeviceConfig(device="cpu"), parallel_config=ParallelConfig(pipeline_parallel_size=2))
+    config = VllmConfig(device_config=DeviceConfig(device="cpu"),
+                        parallel_config=ParallelConfig(pipeline_parallel_size=2))
     with set_current_vllm_config(config):
         ps.init_distributed_environment(world_size=2, rank=rank, local_rank=rank, backend="gloo",
                                         distributed_init_method=f"tcp://127.0.0.1:{port}")

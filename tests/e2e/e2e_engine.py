@@ -19,9 +19,10 @@ def run(request: dict) -> dict:
         pipeline_parallel_size=request["pp"], distributed_executor_backend="mp",
         async_scheduling=request.get("async", False), seed=0, max_model_len=512,
         disable_log_stats=False, enable_logging_iteration_details=True,
+        speculative_config=request.get("speculative"),
     )
     startup_s = time.monotonic() - started
-    steps = _record_steps(llm)
+    steps, drafts = _record_steps(llm)
 
     greedy = SamplingParams(temperature=0.0, max_tokens=request["max_tokens"], ignore_eos=True)
     started, window = time.monotonic(), [time.time()]
@@ -30,7 +31,7 @@ def run(request: dict) -> dict:
     generate_s = time.monotonic() - started
     window.append(time.time())
     tokens = [list(o.outputs[0].token_ids) for o in outputs]
-    generate_steps = list(steps)
+    generate_steps, generate_drafts = list(steps), dict(drafts)
 
     scored = []
     if request.get("scored"):
@@ -41,6 +42,7 @@ def run(request: dict) -> dict:
     return {
         "startup_s": startup_s, "generate_s": generate_s, "generate_window": window, "tokens": tokens,
         "generated": sum(len(t) for t in tokens), "steps": generate_steps, "scored": scored,
+        "drafts": generate_drafts,
     }
 
 
@@ -50,11 +52,13 @@ def _top1(position: dict) -> list:
     return [token, logprob.logprob]
 
 
-def _record_steps(llm) -> list:
+def _record_steps(llm) -> tuple[list, dict]:
     """Per finished engine step: requests it carried, requests unfinished when it returned (running
-    after it plus those it finished) and those it finished. Observes the stats the engine hands its own stat loggers
+    after it plus those it finished) and those it finished; and, summed over the steps, the speculative
+    drafts, draft tokens and accepted tokens. Observes the stats the engine hands its own stat loggers
     (``enable_logging_iteration_details``)."""
     steps = []
+    drafts = {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0}
     manager = llm.llm_engine.logger_manager
     record = manager.record
 
@@ -66,10 +70,15 @@ def _record_steps(llm) -> list:
                 "ctx": details.num_ctx_requests, "gen": details.num_generation_requests,
                 "unfinished": scheduler_stats.num_running_reqs + finished, "finished": finished,
             })
+        spec = scheduler_stats.spec_decoding_stats if scheduler_stats else None
+        if spec is not None:
+            drafts["drafts"] += spec.num_drafts
+            drafts["draft_tokens"] += spec.num_draft_tokens
+            drafts["accepted_tokens"] += spec.num_accepted_tokens
         return record(scheduler_stats, iteration_stats, *args, **kwargs)
 
     manager.record = observe
-    return steps
+    return steps, drafts
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ and engine runs in subprocesses under the venv's python (one engine at a time: t
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import random
@@ -22,7 +23,8 @@ RELEASE = "auto"
 PP_SPEC = REPO / "specs" / "pipeline-parallel.yaml"
 EAGER_SPEC = REPO / "specs" / "cpu-pipeline-eager.yaml"
 TRANSFER_SPEC = REPO / "specs" / "pipeline-transfer.yaml"  # the two-node tier's and bench/two_nodes.py's
-SPECS = (EAGER_SPEC, PP_SPEC, TRANSFER_SPEC)  # every spec a tier applies to the cached venvs
+SPECS = (EAGER_SPEC, PP_SPEC, TRANSFER_SPEC)  # the specs the pipeline tiers apply to the cached venvs
+SPECULATIVE_SPEC = REPO / "specs" / "cpu-speculative.yaml"  # and the speculative tier's, where a release needs it
 ENGINE_TIMEOUT_S = 900
 
 
@@ -40,8 +42,10 @@ def site_packages(env: Path) -> Path:
     return found
 
 
-def write_checkpoint(env: Path, out: Path, hidden: int = 128) -> Path:
-    subprocess.run([str(env / "bin" / "python"), str(HERE / "e2e_checkpoint.py"), str(out), str(hidden)],
+def write_checkpoint(env: Path, out: Path, hidden: int = 128, cycling: bool = False) -> Path:
+    """The tier's tiny Llama (e2e_checkpoint.py; ``cycling``: the variant whose greedy tokens cycle)."""
+    subprocess.run([str(env / "bin" / "python"), str(HERE / "e2e_checkpoint.py"), str(out), str(hidden),
+                    *(["cycling"] if cycling else [])],
                    check=True, capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     return out
 
@@ -72,7 +76,7 @@ def unapply(spec: Path, root: Path) -> None:
 
 def unapply_leftovers(root: Path) -> None:
     """The venv is cached: undo what an interrupted earlier run left applied (check exit 0 = applied)."""
-    for spec in SPECS:
+    for spec in (*SPECS, SPECULATIVE_SPEC):
         if patchspec("check", str(spec), "--release", RELEASE, "--root", str(root)).returncode == 0:
             unapply(spec, root)
 
@@ -80,7 +84,7 @@ def unapply_leftovers(root: Path) -> None:
 def tree_digest(root: Path) -> dict[str, str]:
     """Every file, symlink and directory under root → sha256 / link target / "dir"."""
     out: dict[str, str] = {}
-    for directory, dirs, files in os.walk(root):
+    for directory, _dirs, files in os.walk(root):
         rel = os.path.relpath(directory, root)
         out[rel] = "dir"
         for name in files:
@@ -101,16 +105,21 @@ def token_prompts(count: int, low: int, high: int, seed: int) -> list[list[int]]
 
 def run_engine(env: Path, model: Path, pp: int, prompts: list[list[int]], max_tokens: int, log: Path,
                scored: list[list[int]] | None = None, partition: str | None = None,
-               count_reads: bool = False, timing: bool = False, async_scheduling: bool = False) -> dict:
-    """One engine in a subprocess of the venv's python; the result of e2e_engine.py plus, when counted,
-    ``reads``: pipeline rank → names of the checkpoint tensors that rank read, and with ``timing``,
-    ``timing``: ``[rank, "step" or "forward", start, end]`` of every worker step and model forward."""
+               count_reads: bool = False, timing: bool = False, async_scheduling: bool = False,
+               speculative: dict | None = None, count_rows: bool = False,
+               variables: dict | None = None) -> dict:
+    """One engine in a subprocess of the venv's python (``speculative``: vLLM's ``speculative_config``);
+    the result of e2e_engine.py plus, when counted,
+    ``reads``: pipeline rank → names of the checkpoint tensors that rank read, with ``timing``,
+    ``timing``: ``[rank, "step" or "forward", start, end]`` of every worker step and model forward, and with
+    ``count_rows``, ``rows``: ``[rank, steady, added, removed]`` of every runner step (reads/sitecustomize.py).
+    ``variables``: more environment variables for the engine's processes."""
     with tempfile.TemporaryDirectory(prefix="patchspec-e2e-") as tmp:
         request, result, reads = Path(tmp) / "request.json", Path(tmp) / "result.json", Path(tmp) / "reads"
-        times = Path(tmp) / "timing"
+        times, rows = Path(tmp) / "timing", Path(tmp) / "rows"
         request.write_text(json.dumps({"model": str(model), "pp": pp, "prompts": prompts,
                                        "max_tokens": max_tokens, "scored": scored or [],
-                                       "async": async_scheduling}))
+                                       "async": async_scheduling, "speculative": speculative}))
         child = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "PYTHONPATH"))}
         child.update(HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1",
                      VLLM_CPU_OMP_THREADS_BIND="0|1" if pp == 2 else "nobind",
@@ -120,6 +129,10 @@ def run_engine(env: Path, model: Path, pp: int, prompts: list[list[int]], max_to
                      PYTHONDONTWRITEBYTECODE="1")
         if partition:
             child["VLLM_PP_LAYER_PARTITION"] = partition
+        child.update(variables or {})
+        if count_rows:
+            rows.mkdir()
+            child.update(PATCHSPEC_E2E_ROWS=str(rows), PYTHONPATH=pythonpath(HERE / "reads"))
         if count_reads:
             reads.mkdir()
             child.update(PATCHSPEC_E2E_READS=str(reads), PYTHONPATH=pythonpath(HERE / "reads"))
@@ -144,14 +157,17 @@ def run_engine(env: Path, model: Path, pp: int, prompts: list[list[int]], max_to
         if timing:
             outcome["timing"] = [[int(rank), kind, float(start), float(end)] for file in times.glob("*.txt")
                                  for rank, kind, start, end in map(str.split, file.read_text().splitlines())]
+        if count_rows:
+            outcome["rows"] = [[int(x) for x in line.split()] for file in rows.glob("*.txt")
+                               for line in file.read_text().splitlines()]
         return outcome
 
 
 def failed_run_log(env: Path, model: Path, pp: int, prompts: list[list[int]], max_tokens: int,
-                   log: Path) -> str | None:
+                   log: Path, speculative: dict | None = None) -> str | None:
     """The log of an engine run expected to fail, or None when it succeeded."""
     try:
-        run_engine(env, model, pp, prompts, max_tokens, log)
+        run_engine(env, model, pp, prompts, max_tokens, log, speculative=speculative)
     except RuntimeError:
         return log.read_text()
     return None
@@ -175,7 +191,7 @@ def bubble_steps(steps: list[dict]) -> list[dict]:
     request was left for the next step until this one came back, so the other stage idled meanwhile.
     At pipeline size 2 a stock first step that admits every waiting request is one. Not counted: a step
     right after one that finished requests, scheduled while those still ran (the pipeline draining)."""
-    return [s for prev, s in zip([None, *steps], steps)
+    return [s for prev, s in itertools.pairwise([None, *steps])
             if s["unfinished"] > 1 and s["ctx"] + s["gen"] >= s["unfinished"] and not (prev and prev["finished"])]
 
 
@@ -184,5 +200,5 @@ def turn_taking_steps(steps: list[dict]) -> list[tuple[dict, dict]]:
     than were unfinished when the first returned. A request in flight cannot be scheduled again, so the
     second was scheduled only after the first came back: the stages took turns. Overlapping stages
     alternate disjoint microbatches and never form such a pair."""
-    return [(a, b) for a, b in zip(steps, steps[1:])
+    return [(a, b) for a, b in itertools.pairwise(steps)
             if a["ctx"] == b["ctx"] == 0 and a["unfinished"] > 1 and a["gen"] + b["gen"] > a["unfinished"]]

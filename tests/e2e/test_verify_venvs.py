@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import e2e_harness as h
+import pytest
 
 pytestmark = pytest.mark.e2e
 

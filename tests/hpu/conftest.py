@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from hpu_stages import load_sequence
+
 from patchspec.verbs import writing
 from tests.gaudi_shape import fixture_root
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import logging
+import os
 import queue
 import socket
 import sys
 import time
 import traceback
+import types
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -53,6 +55,7 @@ class StageReport:
     calls: list
     forwards: list
     messages: int  # transfer messages so far, sent or received
+    rows: list  # the persistent-batch rows added and removed: ("add" or "remove", request)
 
 
 def _portable(output):
@@ -78,12 +81,16 @@ class _Lines(logging.Handler):
 def _stage_main(root, rank, pp, port, inbox, outbox, options):
     logged = _Lines()
     try:
+        os.environ.update(options.get("env", {}))
         import_root(root)
         runner_module = importlib.import_module("vllm_gaudi.v1.worker.hpu_model_runner")
         parallel = runner_module.ParallelConfig(pipeline_parallel_size=pp, pp_rank=rank)
-        runner = runner_module.HPUModelRunner(runner_module.VllmConfig(parallel_config=parallel),
-                                              flatten_input=options.get("flatten", False))
+        speculative = options.get("speculative")  # the keywords of a speculative config, if any
+        config = runner_module.VllmConfig(parallel_config=parallel, speculative_config=speculative and
+                                          types.SimpleNamespace(**speculative))
+        runner = runner_module.HPUModelRunner(config, flatten_input=options.get("flatten", False))
         runner.dp_padding = options.get("dp_padding", False)
+        runner.use_merged_prefill = rank in options.get("merged_prefill_on", ())
         transfer = None
         if pp > 1:
             dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=pp,
@@ -102,16 +109,22 @@ def _stage_main(root, rank, pp, port, inbox, outbox, options):
             if kind == "warmup":
                 runner.warmup_model()
                 output = None
+            elif kind == "load":  # what the stage drafts with once its model is loaded
+                runner.load_model()
+                output = {"draft": getattr(getattr(runner, "drafter", None), "model", None)}
             else:
                 runner.execute_model(runner_module.SchedulerOutput(**payload))
                 output = runner.sample_tokens(None)
             report = StageReport(_portable(output), runner.calls[:], runner.forwards[:],
-                                 transfer.stats.messages if transfer else 0)
+                                 transfer.stats.messages if transfer else 0, runner.rows[:])
             runner.calls.clear()
             runner.forwards.clear()
+            runner.rows.clear()
             outbox.put((rank, kind, report))
     except BaseException:
         outbox.put((rank, "error", traceback.format_exc() + "log:\n" + "\n".join(logged.lines)))
+        while inbox.get() is not None:  # alive until stopped: what it sent its neighbours still arrives
+            outbox.put((rank, "error", "stopped by an earlier error"))
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -180,15 +193,18 @@ class Step:
     num_prompts: int  # requests still in their prompt this step
     num_decodes: int
     reports: dict = field(default_factory=dict)
+    payload: dict = field(default_factory=dict)  # the scheduler output the stages got
 
 
 def generate(pipeline: Pipeline, prompts: dict, arrivals: dict | None = None, chunk: int = 3,
-             max_tokens: int = 4) -> list[Step]:
+             max_tokens: int = 4, microbatches: int = 1) -> list[Step]:
     """Greedy generation of ``max_tokens`` per prompt with chunked prefill; request ``r`` joins at step
-    ``arrivals[r]``."""
+    ``arrivals[r]``. With ``microbatches`` m, as under the scheduler's cap, step k runs only the requests
+    that joined at a step k' with k' = k mod m (finished requests are retired at any step)."""
     arrivals = arrivals or {}
     waiting, running, steps = dict(prompts), {}, []
-    sampled: dict = {}
+    unsent: dict = {}  # tokens sampled since a request's last step, for the stages that do not sample
+    turns: dict = {}
     while waiting or running:
         step = len(steps)
         new = {r: p for r, p in waiting.items() if arrivals.get(r, 0) <= step}
@@ -196,9 +212,10 @@ def generate(pipeline: Pipeline, prompts: dict, arrivals: dict | None = None, ch
         for r in new:
             del waiting[r]
             running[r] = [0, []]
+            turns[r] = step % microbatches
         scheduled, computed = {}, {}
         for r, (done, out) in running.items():
-            if r in finished:
+            if r in finished or turns[r] != step % microbatches:
                 continue
             prompt_len = len(prompts[r])
             scheduled[r] = min(chunk, prompt_len - done) if done < prompt_len else prompt_len + len(out) - done
@@ -206,9 +223,10 @@ def generate(pipeline: Pipeline, prompts: dict, arrivals: dict | None = None, ch
                 computed[r] = done
         payload = dict(num_scheduled_tokens=scheduled, new_reqs={r: list(prompts[r]) for r in new},
                        num_computed_tokens=computed, finished_req_ids=finished,
-                       new_token_ids={r: t for r, t in sampled.items() if r in computed})
+                       new_token_ids={r: unsent.pop(r) for r in computed if r in unsent})
         record = Step(sum(running[r][0] < len(prompts[r]) for r in scheduled),
                       sum(running[r][0] >= len(prompts[r]) for r in scheduled))
+        record.payload = payload
         record.reports = pipeline.run("step", payload)
         steps.append(record)
         for r in finished:
@@ -218,6 +236,7 @@ def generate(pipeline: Pipeline, prompts: dict, arrivals: dict | None = None, ch
             running[r][0] += n
         for r, tokens in sampled.items():
             running[r][1].extend(tokens)
+            unsent.setdefault(r, []).extend(tokens)
     return steps
 
 

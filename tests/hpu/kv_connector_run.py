@@ -20,7 +20,6 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-
 from hpu_stages import TIMEOUT_S, _stage_main, free_port
 
 BLOCK = 16

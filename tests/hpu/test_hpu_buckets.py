@@ -4,7 +4,10 @@ Under the scheduler's cap a step holds at most ceil(max_num_seqs / pp) requests.
 (v0.26.0 and main, every strategy, user-set maxima and a bucket file, with and without contiguous paged
 attention) generates decode batch sizes up to max_num_seqs; bounded by the hook, no bucket is larger than
 the microbatch, block counts are bounded with the batch where they count per request, and every batch a
-step can form still finds a prepared bucket. The patched fixture runner's warm-up, on both stages in real
+step can form still finds a prepared bucket. With speculative decoding (k draft tokens per request) the seed
+buckets hold one microbatch and the verify shapes, bs * (1 + k) tokens, follow from them, so every verify
+step a microbatch can form finds a prepared bucket (the fixture's bucketing too, for runs without
+vllm-gaudi). The patched fixture runner's warm-up, on both stages in real
 processes, then runs no decode batch larger than the microbatch.
 """
 from __future__ import annotations
@@ -16,9 +19,9 @@ import subprocess
 import sys
 
 import pytest
-
 from hpu_stages import Pipeline
-from tests.hpu.conftest import REPO
+
+from tests.hpu.conftest import FIXTURE, REPO
 
 GAUDI_TAGS = ["v0.26.0", "main"]
 SIZES = {"max_num_seqs": 64, "max_num_prefill_seqs": 1, "block_size": 128, "max_num_batched_tokens": 2048,
@@ -44,21 +47,26 @@ CASES = [(strategy, contiguous, pp) for strategy in STRATEGIES for contiguous in
 @pytest.fixture(scope="module", params=GAUDI_TAGS)
 def bucketing(request, gaudi_release, tmp_path_factory):
     """``{case: what vllm-gaudi's bucketing gave}`` for one vllm-gaudi tag."""
+    return _bucketed(gaudi_release(request.param), CASES, tmp_path_factory, lambda pp: {"pp": pp})
+
+
+def _bucketed(root, keys: list, tmp_path_factory, extra) -> dict:
+    """``{key: what buckets_run.py gave}`` with ``root`` first on the path, for each key ``(strategy,
+    contiguous PA, x)``: its strategy's variables and ``extra(x)`` on the sizes."""
     bucket_file = tmp_path_factory.mktemp("buckets") / "buckets.txt"
     bucket_file.write_text(BUCKET_FILE)
     cases = []
-    for strategy, contiguous, pp in CASES:
-        env = {k: (str(bucket_file) if v is None else v) for k, v in STRATEGIES[strategy].items()}
-        env["VLLM_CONTIGUOUS_PA"] = str(contiguous).lower()
-        cases.append({**SIZES, "env": env, "pp": pp})
-    root = gaudi_release(request.param)
+    for strategy, contiguous, x in keys:
+        variables = {k: (str(bucket_file) if v is None else v) for k, v in STRATEGIES[strategy].items()}
+        variables["VLLM_CONTIGUOUS_PA"] = str(contiguous).lower()
+        cases.append({**SIZES, "env": variables, **extra(x)})
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(REPO)]), "PYTHONHASHSEED": "0"}
     done = subprocess.run([sys.executable, str(REPO / "tests" / "hpu" / "buckets_run.py"), json.dumps(cases)],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     outcomes = json.loads(done.stdout.strip().splitlines()[-1])
-    return {case: {k: [tuple(b) for b in v] if isinstance(v, list) else v for k, v in got.items()}
-            for case, got in zip(CASES, outcomes)}
+    return {key: {k: [tuple(b) for b in v] if isinstance(v, list) else v for k, v in got.items()}
+            for key, got in zip(keys, outcomes, strict=True)}
 
 
 @pytest.mark.parametrize(("strategy", "contiguous"), [c[:2] for c in CASES if c[2] == 2])
@@ -97,7 +105,7 @@ def _decode_batches(report) -> set[int]:
 
 def test_patched_warmup_at_size_2_runs_no_decode_batch_above_the_microbatch(hpu_roots):
     with Pipeline(hpu_roots[1], 2) as pipeline:
-        warmup = pipeline.run("warmup", ranks=[1]) | pipeline.run("warmup", ranks=[0])
+        warmup = pipeline.run("warmup")
     cap = math.ceil(6 / 2)  # the fixture's max_num_seqs
     assert _decode_batches(warmup[0]) == _decode_batches(warmup[1]) == {1, 2, cap}
 
@@ -109,3 +117,33 @@ def test_patched_warmup_at_size_1_is_the_original(hpu_roots):
             warmups.append(pipeline.run("warmup")[0])
     assert warmups[0].forwards == warmups[1].forwards
     assert _decode_batches(warmups[1]) == {1, 2, 4, 6}
+
+
+# Speculative decoding: a verify step pads its requests to a seed bucket and runs them as one decode of
+# bs * (1 + k) tokens; at size 2 every stage runs those shapes for at most one microbatch of requests.
+SPEC_CASES = [(strategy, contiguous, drafts) for strategy in ("exp", "lin", "pad", "file")
+              for contiguous in (False, True) for drafts in (1, 3)]
+
+
+@pytest.fixture(scope="module", params=["fixture", *GAUDI_TAGS])
+def spec_bucketing(request, tmp_path_factory):
+    """``{case: what the bucketing gave at size 2}``, for the fixture's bucketing (in vllm-gaudi's shape, for
+    runs without vllm-gaudi) and for vllm-gaudi's own of each tag."""
+    root = FIXTURE if request.param == "fixture" else request.getfixturevalue("gaudi_release")(request.param)
+    return _bucketed(root, SPEC_CASES, tmp_path_factory, lambda k: {"pp": 2, "num_speculative_tokens": k})
+
+
+@pytest.mark.parametrize(("strategy", "contiguous", "drafts"), SPEC_CASES)
+def test_verify_shapes_hold_one_microbatch_of_requests_and_their_draft_tokens(spec_bucketing, strategy,
+                                                                             contiguous, drafts):
+    got = spec_bucketing[(strategy, contiguous, drafts)]
+    assert max(bs for bs, _, _ in got["stock_seeds"]) >= SIZES["max_num_seqs"]
+    assert max(bs for bs, _, _ in got["bounded_seeds"]) == CAP
+    assert max(bs for bs, _, _ in got["bounded"]) == CAP * (1 + drafts)
+    assert len(got["bounded"]) < len(got["stock"])
+
+
+@pytest.mark.parametrize(("strategy", "contiguous", "drafts"), SPEC_CASES)
+def test_every_verify_step_a_microbatch_can_form_finds_a_prepared_bucket(spec_bucketing, strategy, contiguous,
+                                                                         drafts):
+    assert spec_bucketing[(strategy, contiguous, drafts)]["added_by_lookups"] == 0

@@ -1,15 +1,15 @@
 """Composition with a spec that reorders the prompts: anchored before pipeline-parallel's early return in
 ``sample_tokens`` it runs on every stage, and size 2 still samples what size 1 does; anchored after it,
-it runs on the last stage only and the stages fall out of step.
+it runs on the last stage only, the stages fall out of step, and the rows digest refuses the step.
 """
 from __future__ import annotations
 
 import shutil
 
 import pytest
+from hpu_stages import Pipeline, generate, outputs_of
 
 from conftest import REPO, SPEC, build_root
-from hpu_stages import Pipeline, generate, outputs_of
 from patchspec.verbs import writing
 
 REORDER = REPO / "tests" / "fixtures" / "reorder_spec"
@@ -44,11 +44,12 @@ def test_reordering_before_the_early_return_runs_on_every_stage(hpu_roots, tmp_p
     assert outputs_of(steps, 1) == reference
 
 
-def test_reordering_after_the_early_return_mixes_up_requests(hpu_roots, tmp_path, reference):
-    """There the last stage alone changes the persistent batch order: in the next steps it reads stage
-    0's rows as other requests' (same padded shapes, so no desync is visible on the wire)."""
-    with Pipeline(_root(hpu_roots, tmp_path, after_return=True), 2) as pipeline:
-        steps = generate(pipeline, PROMPTS)
-    assert "reverse_prompts" not in steps[0].reports[0].calls
-    got = outputs_of(steps, 1)
-    assert got != reference and sorted(got) == sorted(reference)
+def test_reordering_after_the_early_return_is_refused_by_the_rows_digest(hpu_roots, tmp_path):
+    """There the last stage alone changes the persistent batch order, so it would read stage 0's rows as
+    other requests' with the same padded shapes; the rows digest in every forward's header (wire version 3:
+    the step's requests in row order and their token counts) makes the last stage refuse the step, naming
+    the rows, instead of answering with mixed-up requests."""
+    refused = r"stage 1 failed:(.|\n)*PipelineDesyncError: pipeline transfer: rows "
+    with pytest.raises(RuntimeError, match=refused), \
+            Pipeline(_root(hpu_roots, tmp_path, after_return=True), 2) as pipeline:
+        generate(pipeline, PROMPTS)

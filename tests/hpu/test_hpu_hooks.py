@@ -8,9 +8,14 @@ import types
 import pytest
 import torch
 
-from patchspec.runtime_snippets.pipeline_parallel import (non_last_stage_output, sent_to_next_stage,
-                                                           skip_on_non_last_stage, stage_input, stage_output,
-                                                           take_intermediate_tensors)
+from patchspec.runtime_snippets.pipeline_parallel import (
+    non_last_stage_output,
+    sent_to_next_stage,
+    skip_on_non_last_stage,
+    stage_input,
+    stage_output,
+    take_intermediate_tensors,
+)
 from patchspec.runtime_snippets.pipeline_parallel.runner import STAGES, Stage
 
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import math
 
-import pytest
-
 import call_order
+import pytest
 from hpu_stages import Pipeline, generate, outputs_of
 
 PROMPTS = {"a": [5, 6, 7, 8, 9], "b": [11, 12], "c": [3, 1, 4, 1, 5, 9, 2], "d": [60], "e": [88, 2, 71, 20]}
@@ -30,8 +29,8 @@ def runs(request, hpu_roots):
     pristine, patched = hpu_roots
     options = request.param
     with Pipeline(patched, 2, **options) as pipeline:
-        # stage 1 warms up alone first: its warm-up must not wait for stage 0
-        warmup = pipeline.run("warmup", ranks=[1]) | pipeline.run("warmup", ranks=[0])
+        # both stages warm up at once, as the nodes do: each returns once its neighbour has warmed up too
+        warmup = pipeline.run("warmup")
         steps = generate(pipeline, PROMPTS, ARRIVALS)
     return options, _reference(pristine, **options), patched, warmup, steps
 
@@ -98,15 +97,32 @@ def test_stages_that_disagree_on_the_batch_stop_with_a_desync(hpu_roots):
             pipeline.run("step", step | {"num_scheduled_tokens": {"a": 3}}, ranks=[1])
 
 
+def test_equal_padded_counts_in_other_rows_stop_with_a_desync_not_shifted_rows(hpu_roots):
+    """Issue 30, 1: stage 1 merges the step's prompts into one row (vllm-gaudi's merged prefill), stage 0
+    pads each in a row of its own: two 3-token prompts are 1 x 8 on stage 1 and 2 x 4 on stage 0, the same
+    8 tokens, with b's rows shifted by one. The header's rows digest (padded shape, requests in row order
+    and their token counts) stops stage 1 with a named desync instead of decoding b from a's padding."""
+    step = {"new_reqs": {"a": [1, 2, 3], "b": [4, 5, 6]}, "num_scheduled_tokens": {"a": 3, "b": 3}}
+    with Pipeline(hpu_roots[1], 2, merged_prefill_on=(1,)) as pipeline, pytest.raises(RuntimeError) as raised:
+        pipeline.run("step", step)
+    assert "PipelineDesyncError: pipeline transfer: rows (padded shape, requests and their token counts) " \
+           "of step 1, forward 0 from rank 0: expected " in str(raised.value)
+
+
 def test_a_failed_warm_up_reports_its_own_error_without_waiting_on_the_next_stage(hpu_roots):
     """Stage 0's warm-up fails while stage 1 posts no receive (it warms up on zeros, or is done): no abort
     is sent, which would wait for that receive until the transfer timeout (5 s here, 240 s by default)
-    and only then let the real error out. The error comes with no transfer event before it."""
+    and only then let the real error out. The error comes with no transfer event before it, and stage 1,
+    done with its warm-up, stops with stage 0's error instead of waiting for the warm-up handshake
+    (VLLM_PP_START_UP_TIMEOUT_S, 600 s by default)."""
     with Pipeline(hpu_roots[1], 2, timeout_s=5.0, warmup_fails_on=(0,)) as pipeline:
-        pipeline.run("warmup", ranks=[1])
         with pytest.raises(RuntimeError, match="stage 0 failed") as failed:
             pipeline.run("warmup", ranks=[0])
+        with pytest.raises(RuntimeError, match="stage 1 failed") as told:
+            pipeline.run("warmup", ranks=[1])
     report = str(failed.value)
     assert "MemoryError: out of device memory in graph capture (test)" in report
     log = report.split("log:\n", 1)[1]
     assert "abort" not in log and "timed out" not in log, log
+    assert ("PipelineHandshakeError: pipeline warm-up: stage 0 (rank 0) failed its warm-up: MemoryError: out of "
+            "device memory in graph capture (test)") in str(told.value)

@@ -7,18 +7,18 @@ from __future__ import annotations
 import functools
 import math
 
+import call_order
 import pytest
 
-import call_order
 from conftest import FIXTURE, SPEC
 from patchspec.compiler import bindings
 from patchspec.compiler.plan import emit
-from patchspec.verbs import reading, writing
-from patchspec.prepare import compile_spec, prepare
-from patchspec.verdict import binding_problems
 from patchspec.errors import Exit, PatchspecError
 from patchspec.install.root import Root
+from patchspec.prepare import compile_spec, prepare
 from patchspec.runtime_snippets.pipeline_parallel import buckets, graphs, handshake, runner, sizes, startup, worker
+from patchspec.verbs import reading, writing
+from patchspec.verdict import binding_problems
 
 RUNNER = "vllm_gaudi/v1/worker/hpu_model_runner.py"
 # What the hooks use, per package: vllm_gaudi is checked on the gaudi root, vLLM on the matching release.
@@ -171,7 +171,7 @@ def test_apply_then_unapply_restores_the_release(gaudi_root, copy_root):
     root, release = copy_root(gaudi_root[0]), gaudi_root[1]
     before = _tree(root)
     result = writing.apply(str(SPEC), release, str(root), only={"vllm_gaudi"})
-    assert result.files == [RUNNER, "vllm_gaudi/v1/worker/hpu_worker.py"]
+    assert result.files == ["vllm_gaudi/v1/worker/hpu_input_batch.py", RUNNER, "vllm_gaudi/v1/worker/hpu_worker.py"]
     for rel in result.files:
         compile((root / rel).read_text(), rel, "exec")
     assert reading.check(str(SPEC), release, str(root), only={"vllm_gaudi"}).code == 0

@@ -15,7 +15,6 @@ import types
 import pytest
 import torch
 import torch.multiprocessing as mp
-
 from hpu_stages import START_S, free_port
 
 WORLD = 4
@@ -28,7 +27,7 @@ def _payload(num_tokens: int) -> dict[str, torch.Tensor]:
             "residual": torch.randn(num_tokens, 64, generator=gen)}
 
 
-def _rank_main(root, rank, port, results):
+def _rank_main(root, rank, port, results, done):
     try:
         sys.path.insert(0, root)
         parallel_state = importlib.import_module("vllm.distributed.parallel_state")
@@ -63,13 +62,14 @@ def _rank_main(root, rank, port, results):
         results.put((rank, (checked, stage.is_first, stage.is_last, same, stage.transfer.stats.split_messages)))
     except BaseException:
         results.put((rank, traceback.format_exc()))
+    done.wait()  # each stage watches the next one: a rank gone early would stop its peer before it reports
 
 
 def test_stage_and_start_up_on_vllm_process_groups(hpu_roots):
     pytest.importorskip("psutil", reason="vLLM's test requirements (scripts/vllm-test-requirements.txt)")
     ctx = mp.get_context("spawn")
-    results, port = ctx.Queue(), free_port()
-    procs = [ctx.Process(target=_rank_main, args=(str(hpu_roots[1]), r, port, results), daemon=True)
+    results, done, port = ctx.Queue(), ctx.Event(), free_port()
+    procs = [ctx.Process(target=_rank_main, args=(str(hpu_roots[1]), r, port, results, done), daemon=True)
              for r in range(WORLD)]
     for p in procs:
         p.start()
@@ -82,6 +82,7 @@ def test_stage_and_start_up_on_vllm_process_groups(hpu_roots):
     except queue.Empty:
         raise TimeoutError(f"ranks {sorted(set(range(WORLD)) - set(got))} did not finish") from None
     finally:
+        done.set()
         for p in procs:
             p.join(10)
             if p.is_alive():

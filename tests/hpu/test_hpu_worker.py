@@ -14,8 +14,8 @@ import types
 import pytest
 import torch.distributed as dist
 import torch.multiprocessing as mp
-
 from hpu_stages import START_S, free_port, import_root
+
 from patchspec.runtime_snippets.pipeline_parallel import checked_world_without_hccl
 
 

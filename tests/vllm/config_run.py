@@ -40,14 +40,12 @@ def build(case: dict):
 
 
 def _build(case: dict):
-    from vllm.config import (DeviceConfig, ModelConfig, ParallelConfig, SchedulerConfig, SpeculativeConfig,
-                             VllmConfig)
+    from vllm.config import DeviceConfig, ModelConfig, ParallelConfig, SchedulerConfig, SpeculativeConfig, VllmConfig
 
     model = ModelConfig(model=case["model"], skip_tokenizer_init=True,
                         **({"runner": case["runner"]} if "runner" in case else {}))
     extra = {}
-    if "speculative" in case:
-        extra["speculative_config"] = SpeculativeConfig(**case["speculative"])
+    parallel = ParallelConfig(pipeline_parallel_size=case["pp"])
     if "async" in case:
         extra["scheduler_config"] = SchedulerConfig(max_model_len=model.max_model_len,
                                                         is_encoder_decoder=False, async_scheduling=case["async"])
@@ -56,8 +54,11 @@ def _build(case: dict):
     hooks.addHandler(messages)
     hooks.setLevel(logging.DEBUG)
     try:
+        if "speculative" in case:  # as EngineArgs.create_speculative_config makes it
+            extra["speculative_config"] = SpeculativeConfig(target_model_config=model,
+                                                            target_parallel_config=parallel, **case["speculative"])
         config = VllmConfig(model_config=model, device_config=DeviceConfig(device=case.get("device", "cpu")),
-                            parallel_config=ParallelConfig(pipeline_parallel_size=case["pp"]), **extra)
+                            parallel_config=parallel, **extra)
     except Exception as e:  # noqa: BLE001 - the test compares what start-up says
         return f"{type(e).__name__}: {e}"
     finally:
@@ -72,9 +73,8 @@ def _build(case: dict):
 def _timeouts() -> dict:
     """The step timeout vLLM's executor applies and the transfer timeouts the patched root's snippets
     would use, as this process's environment sets them."""
-    from vllm import envs as vllm_envs
-
     from _patchspec_runtime.pipeline_parallel import envs
+    from vllm import envs as vllm_envs
     return {"rpc": vllm_envs.VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS,
             **{name: getattr(envs, name) for name in ("VLLM_HPU_PP_TIMEOUT_S", "VLLM_PP_TRANSFER_TIMEOUT_S")}}
 

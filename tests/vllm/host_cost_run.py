@@ -20,7 +20,6 @@ import time
 from collections import deque
 
 from scheduler_run import build, sampled
-
 from vllm.v1.outputs import ModelRunnerOutput
 
 DECODE_STEPS = 12
@@ -68,7 +67,7 @@ def run(model_dir: str, pp: int, requests: int, context: int) -> dict:
         result = ModelRunnerOutput(req_ids=ids, req_id_to_index={r: i for i, r in enumerate(ids)},
                                    sampled_token_ids=new)
         scheduler.update_from_output(out, result)
-        for r, tokens in zip(ids, new):
+        for r, tokens in zip(ids, new, strict=True):
             lengths[r] += len(tokens)
     median = {key: statistics.median(step[key] for step in timed) for key in timed[0]}
     return {"pp": pp, "requests": requests, "context": context, "steps": len(timed), **median}

@@ -31,7 +31,6 @@ import types
 from pathlib import Path
 
 import torch.distributed as dist
-
 from vllm_checkpoint import digest
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -188,15 +187,29 @@ def load_stage(files: list[Path], make, prefetched: list[str]) -> dict:
     return report
 
 
+def speculative(model):
+    """The ``SpeculativeConfig`` that ``LOADER_RUN_SPECULATIVE`` (its keywords, JSON) asks for, or None. The
+    draft's own parallel config is made at size 1, as vLLM 0.30 makes it for every target size (0.26 makes it
+    at the target's and refuses an MTP draft at size 2)."""
+    keywords = os.environ.get("LOADER_RUN_SPECULATIVE")
+    if not keywords:
+        return None
+    from vllm.config import ParallelConfig, SpeculativeConfig
+
+    return SpeculativeConfig(target_model_config=model, target_parallel_config=ParallelConfig(),
+                             **json.loads(keywords))
+
+
 def main() -> None:
     checkpoint, rank, size, port = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
     kinds = (sys.argv[5] if len(sys.argv) > 5 else "safetensors").split(",")
     from vllm.config import DeviceConfig, ModelConfig, ParallelConfig, VllmConfig, set_current_vllm_config
     from vllm.distributed.parallel_state import init_distributed_environment, initialize_model_parallel
 
-    config = VllmConfig(model_config=ModelConfig(model=str(checkpoint), skip_tokenizer_init=True),
-                        device_config=DeviceConfig(device="cpu"),
-                        parallel_config=ParallelConfig(pipeline_parallel_size=size))
+    model = ModelConfig(model=str(checkpoint), skip_tokenizer_init=True)
+    config = VllmConfig(model_config=model, device_config=DeviceConfig(device="cpu"),
+                        parallel_config=ParallelConfig(pipeline_parallel_size=size),
+                        speculative_config=speculative(model))
     with set_current_vllm_config(config):
         init_distributed_environment(world_size=size, rank=rank, local_rank=rank, backend="gloo",
                                      distributed_init_method=f"tcp://127.0.0.1:{port}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from vllm_runs import RELEASES, result, start
 
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
@@ -31,7 +30,7 @@ def outcomes(request, vllm_roots, tmp_path_factory):
     cases = json.dumps([{"model": str(model), "pp": pp, "partition": None, "async": flag, "device": device}
                         for pp, flag, device in CASES])
     procs = [start(root, "config_run.py", cases) for root in vllm_roots(request.param)]
-    return dict(zip(CASES, zip(*(result(p) for p in procs))))
+    return dict(zip(CASES, zip(*(result(p) for p in procs), strict=True), strict=True))
 
 
 def test_stock_turns_async_scheduling_on_at_size_2_unless_told_not_to(outcomes):
@@ -58,3 +57,31 @@ def test_patched_leaves_vllm_s_own_runners_and_size_1_as_stock_resolves_them(out
     assert patched == stock
     if case[2] == "cpu":
         assert stock["async"] is (case[1] is not False)
+
+
+NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
+# (pipeline size, --async-scheduling given as), with n-gram drafts on CPU
+SPECULATIVE_CASES = [(1, True), (1, None), (2, True), (2, None)]
+ONLY_SOME_DRAFTS = "async scheduling is only supported with EAGLE/MTP/Draft Model"
+
+
+@pytest.fixture(scope="module")
+def speculative_outcomes(vllm_roots, tmp_path_factory):
+    """vLLM 0.30.0 (the CPU engine tier's release), stock and patched."""
+    model = tmp_path_factory.mktemp("llama")
+    (model / "config.json").write_text(json.dumps(CONFIG))
+    cases = json.dumps([{"model": str(model), "pp": pp, "partition": None, "async": flag, "speculative": NGRAM}
+                        for pp, flag in SPECULATIVE_CASES])
+    procs = [start(root, "config_run.py", cases) for root in vllm_roots("0.30.0")]
+    return dict(zip(SPECULATIVE_CASES, zip(*(result(p) for p in procs), strict=True), strict=True))
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_n_gram_drafts_under_async_scheduling_are_refused_by_stock_at_every_size(speculative_outcomes, pp):
+    """Async scheduling with speculative decoding at size 2 is what stock vLLM 0.30 allows at size 1: not
+    with n-gram drafts (an explicit flag is refused, an unset one resolves to off), and the fix keeps that."""
+    stock, patched = speculative_outcomes[(pp, True)]
+    assert isinstance(stock, str) and ONLY_SOME_DRAFTS in stock
+    assert patched == stock
+    stock, patched = speculative_outcomes[(pp, None)]
+    assert stock["async"] is False and patched == stock

@@ -16,7 +16,6 @@ before (``loader_run.py``), so read-ahead counts too (several MiB on this projec
 from __future__ import annotations
 
 import pytest
-
 from loader_run import KINDS
 from vllm_checkpoint import LAYERS, PARTITION, SHARED, layer_of, write
 from vllm_runs import RELEASES, result, start_stages

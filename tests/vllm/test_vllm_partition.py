@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 from transformers import PretrainedConfig
+from vllm_runs import RELEASES, result, start
 
 from patchspec.runtime_snippets.pipeline_parallel.partition import RULES, refuse_split_shared_state, valid_partition
-from vllm_runs import RELEASES, result, start
 
 # Eight layers, IndexCache every 2nd layer after an offset of 2: layers 2, 4, 6 reuse the indexer.
 DSA = {"architectures": ["DeepseekV32ForCausalLM"], "model_type": "deepseek_v32", "hidden_size": 64,

@@ -9,7 +9,6 @@ import json
 
 import pytest
 from packaging.version import Version
-
 from vllm_runs import RELEASES, result, start
 
 SCENARIOS = [{"pp": 1, "async": False, "max_seqs": 16}, {"pp": 2, "async": False, "max_seqs": 16},

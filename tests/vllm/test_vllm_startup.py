@@ -1,8 +1,8 @@
 """Start-up refusals on vLLM's real ``VllmConfig`` (0.26.0 and 0.30.0), built as ``vllm serve`` builds it.
 
-At pipeline size 2 on HPU, pooling, multimodal and speculative-decoding configurations are refused in one
-line naming the reason (the HPU runner's hooks do not handle them); on vLLM's own runners (CPU here) and at
-size 1 they are built as stock builds them. The transfer timeouts default below vLLM's step timeout
+At pipeline size 2 on HPU, pooling, multimodal and speculative-decoding configurations (MTP too, naming what
+is missing) are refused in one line naming the reason; on vLLM's own runners (CPU here) and at size 1 they
+are built as stock builds them. The transfer timeouts default below vLLM's step timeout
 (``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``), so that the transfer's named error reaches the log first, and an
 explicit one that is not is refused in one line naming the variable to raise.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from vllm_runs import RELEASES, result, start
 
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
@@ -29,10 +28,21 @@ PALIGEMMA = {"architectures": ["PaliGemmaForConditionalGeneration"], "model_type
                                "num_attention_heads": 2, "num_hidden_layers": 2, "image_size": 32,
                                "patch_size": 8, "projection_dim": 64}}
 NGRAM = {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
+# MTP drafting (DeepSeek-V3 with one MTP layer): the last stage drafts (drafts.py), so it is served on HPU.
+DEEPSEEK = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 64,
+            "intermediate_size": 128, "moe_intermediate_size": 32, "num_attention_heads": 4,
+            "num_key_value_heads": 4, "num_hidden_layers": 4, "num_nextn_predict_layers": 1,
+            "n_routed_experts": 4, "n_shared_experts": 1, "num_experts_per_tok": 2, "first_k_dense_replace": 1,
+            "kv_lora_rank": 16, "q_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8,
+            "v_head_dim": 16, "vocab_size": 1000, "max_position_embeddings": 512, "torch_dtype": "float32",
+            "rms_norm_eps": 1e-6, "n_group": 1, "topk_group": 1, "topk_method": "noaux_tc",
+            "scoring_func": "sigmoid"}
+MTP = {"method": "mtp", "num_speculative_tokens": 1}
 KINDS = {
     "pooling": ("llama", {"runner": "pooling"}),
     "multimodal": ("paligemma", {}),
     "speculative": ("llama", {"speculative": NGRAM}),
+    "mtp": ("deepseek", {"speculative": MTP}),
     "text": ("llama", {}),
 }
 REFUSALS = {
@@ -43,7 +53,7 @@ REFUSALS = {
                   "(PaliGemmaForConditionalGeneration: the vision encoder and embed_input_ids run on every "
                   "stage) yet: serve it with --pipeline-parallel-size 1",
     "speculative": "NotImplementedError: pipeline_parallel_size=2 on HPU does not handle speculative decoding "
-                   "(method ngram: drafts need the last stage's hidden states) yet: serve it with "
+                   "(method ngram: only MTP, drafted on the last stage, is built) yet: serve it with "
                    "--pipeline-parallel-size 1",
 }
 KIND_CASES = [(kind, device, pp) for kind in KINDS for device, pp in (("hpu", 2), ("hpu", 1), ("cpu", 2))]
@@ -63,7 +73,7 @@ TIMEOUT_CASES = [
 def outcomes(request, vllm_roots, tmp_path_factory):
     """``{case: (stock, patched)}`` for every case of ``KIND_CASES`` and ``TIMEOUT_CASES``."""
     models = {}
-    for name, config in (("llama", LLAMA), ("paligemma", PALIGEMMA)):
+    for name, config in (("llama", LLAMA), ("paligemma", PALIGEMMA), ("deepseek", DEEPSEEK)):
         models[name] = tmp_path_factory.mktemp(name)
         (models[name] / "config.json").write_text(json.dumps(config))
     cases = []
@@ -79,7 +89,7 @@ def outcomes(request, vllm_roots, tmp_path_factory):
     runs = [start(stock, "config_run.py", json.dumps([{k: v for k, v in c.items() if k != "timeouts"}
                                                       for c in cases])),
             start(patched, "config_run.py", json.dumps(cases))]
-    return dict(zip(keys, zip(*(result(p) for p in runs))))
+    return dict(zip(keys, zip(*(result(p) for p in runs), strict=True), strict=True))
 
 
 @pytest.mark.parametrize("kind", sorted(REFUSALS))
@@ -94,10 +104,31 @@ def test_patched_refuses_it_at_size_2_on_hpu_in_one_line_naming_the_reason(outco
     assert patched == REFUSALS[kind]
 
 
-@pytest.mark.parametrize(("kind", "device", "pp"), [c for c in KIND_CASES if c[1:] != ("hpu", 2) or c[0] == "text"])
+@pytest.mark.parametrize(("kind", "device", "pp"), [c for c in KIND_CASES if c[0] != "mtp" and
+                                                      (c[1:] != ("hpu", 2) or c[0] == "text")])
 def test_patched_builds_the_rest_as_stock_does(outcomes, kind, device, pp):
     stock, patched = outcomes[(kind, device, pp)]
     assert stock is None and patched is None
+
+
+MTP_REFUSAL = ("NotImplementedError: pipeline_parallel_size=2 on HPU does not handle MTP drafting (the engine "
+               "takes the drafts before the step they continue has come back, and the earlier stages lose the "
+               "accepted drafts) yet: serve it with --pipeline-parallel-size 1")
+VLLM_MTP_REFUSAL = "NotImplementedError: Pipeline parallelism is not supported for this model."
+
+
+@pytest.mark.parametrize(("device", "pp"), [("hpu", 2), ("hpu", 1), ("cpu", 2)])
+def test_mtp_drafting_is_refused_on_hpu_at_size_2_naming_what_is_missing(outcomes, device, pp):
+    """vLLM 0.26 gives the draft the target's pipeline size and refuses an MTP draft at size 2 itself (its
+    MTP models do not implement SupportsPP); 0.30 gives it size 1 and builds it, and on HPU the fix names
+    what its pipeline path lacks for it."""
+    stock, patched = outcomes[("mtp", device, pp)]
+    if stock is not None:
+        assert pp == 2 and stock.startswith(VLLM_MTP_REFUSAL) and patched == stock
+    elif device == "hpu" and pp == 2:
+        assert patched == MTP_REFUSAL
+    else:
+        assert patched is None
 
 
 def _timeouts(outcomes, device, env):

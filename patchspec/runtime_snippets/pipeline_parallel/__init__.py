@@ -8,15 +8,13 @@ own modules are being imported.
 """
 
 # --- stage-to-stage transfer (transfer.py) and the start-up handshake ---
-from .errors import (
-    PipelineAbortError,
-    PipelineDesyncError,
-    PipelineHandshakeError,
-    PipelinePeerError,
-    PipelineTransferError,
-)
-from .transfer import SendHandle, StageTransfer
-from .handshake import handshake_at_start_up
+from .async_scheduling import async_scheduling_off_for_pipeline
+
+# --- the runners' persistent batches, one per microbatch (batches.py) ---
+from .batches import batch_per_microbatch, remembers_arguments
+
+# --- HPU runner, HPU graphs and worker start-up (runner.py, graphs.py, worker.py) ---
+from .buckets import bound_buckets_to_microbatch
 
 # --- vLLM's own pipeline path: the PP GroupCoordinator's tensor dicts ---
 # (coordinator.py)
@@ -26,8 +24,20 @@ from .coordinator import (
     routed_destroy,
     routed_irecv_tensor_dict,
     routed_isend_tensor_dict,
+    sampled_unless_failed,
 )
-from .wakeup import woken_on_shutdown
+
+# --- speculative decoding: the draft on the last stage (drafts.py) ---
+from .drafts import draft_on_last_stage
+from .errors import (
+    PipelineAbortError,
+    PipelineDesyncError,
+    PipelineHandshakeError,
+    PipelinePeerError,
+    PipelineTransferError,
+)
+from .graphs import intermediate_tensors_iter, stage_output, take_intermediate_tensors
+from .handshake import handshake_at_start_up
 
 # --- scheduler microbatches and per-stage loading (scheduler.py, loader.py) ---
 from .loader import (
@@ -42,24 +52,31 @@ from .loader import (
     skip_unowned_layers,
 )
 from .partition import refuse_split_shared_state
-from .async_scheduling import async_scheduling_off_for_pipeline
-from .startup import refuse_at_startup
-from .scheduler import (
-    admission_cap_reached,
-    remember_held_requests,
-    running_cap_reached,
-)
-
-# --- HPU runner, HPU graphs and worker start-up (runner.py, graphs.py, worker.py) ---
-from .buckets import bound_buckets_to_microbatch
-from .graphs import intermediate_tensors_iter, stage_output, take_intermediate_tensors
 from .runner import (
     aborts_next_stage,
     counted_step,
+    handshake_after_warm_up,
     kv_cache_bytes_less_transfer,
     non_last_stage_output,
     sent_to_next_stage,
     skip_on_non_last_stage,
     stage_input,
 )
+from .scheduler import (
+    admission_cap_reached,
+    remember_held_requests,
+    running_cap_reached,
+)
+
+# --- speculative decoding: the draft on the last stage only (speculative.py) ---
+from .speculative import (
+    drafts_here,
+    drafts_ride_with_outputs,
+    drafts_with_output,
+    take_accepted_drafts,
+    take_drafts_of_output,
+)
+from .startup import refuse_at_startup
+from .transfer import SendHandle, StageTransfer
+from .wakeup import woken_on_shutdown
 from .worker import checked_world_without_hccl

@@ -14,6 +14,15 @@ request (not with contiguous paged attention, whose block count is the highest b
 in use, which the other microbatches' requests raise too), its block count at most what
 that many requests can hold, as vllm-gaudi's own ``correct_for_max_model_len`` bounds
 it. So every batch a step can form still finds a bucket, as it did before.
+
+With speculative decoding vllm-gaudi pads a verify step's requests to a seed bucket
+(``seed_decode_buckets``) and runs it as one decode of ``bs * (1 + k)`` tokens, k the
+draft tokens per request, from the spec-decode buckets it derives from the seeds
+(``generate_spec_decode_buckets``). Bounding those like the seeds would cut a verify
+of more than ``cap / (1 + k)`` requests off its bucket (a graph compiled in serving,
+on every stage). So the seeds are bounded to the microbatch and the spec-decode
+buckets derived again from them by vllm-gaudi's own method: verify shapes up to
+``cap * (1 + k)`` tokens, the shapes the earlier stages run too.
 """
 
 from __future__ import annotations
@@ -40,6 +49,9 @@ USES = {
         "HPUBucketingManager.prompt_buckets",
         "HPUBucketingManager.decode_buckets",
         "HPUBucketingManager._fallback_max_ctx",
+        "HPUBucketingManager.num_speculative_tokens",
+        "HPUBucketingManager.seed_decode_buckets",
+        "HPUBucketingManager.generate_spec_decode_buckets(seed_decode_buckets)",
     ],
 }
 
@@ -65,7 +77,14 @@ def bound_buckets_to_microbatch(
     manager.prompt_buckets = sorted(
         {(min(bs, cap), query, blocks) for bs, query, blocks in manager.prompt_buckets}
     )
-    manager.decode_buckets = sorted(set(map(decode, manager.decode_buckets)))
+    if manager.num_speculative_tokens:
+        seeds = manager.seed_decode_buckets
+        manager.seed_decode_buckets = sorted(set(map(decode, seeds)))
+        manager.decode_buckets = manager.generate_spec_decode_buckets(
+            manager.seed_decode_buckets
+        )
+    else:
+        manager.decode_buckets = sorted(set(map(decode, manager.decode_buckets)))
     manager._fallback_max_ctx = max((b[2] for b in manager.decode_buckets), default=0)
     logger.info(
         "pipeline_parallel_size=%d: buckets for at most %d requests per step, %d "

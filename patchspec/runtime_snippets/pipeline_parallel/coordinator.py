@@ -28,10 +28,18 @@ one stage) the wrapped methods use :class:`StageTransfer` instead:
   model classes split them); the sender's last layer travels in every header. The
   handshake at start-up (``handshake.py``, on ``init_worker_distributed_environment``)
   has already compared both stages' builds and layer ranges.
-- A stage that sends also watches its next stage's connection (``_Watch``): when that
-  stage dies, this worker logs :class:`PipelinePeerError` and stops, so vLLM's executor,
-  which hears only from the last stage, fails the engine at once (with ``wakeup.py``)
-  instead of after ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``.
+- A stage that sends also watches its next stage's connection, one that receives its
+  previous stage's (``StageWatch``): when that stage dies, this worker tells every
+  rank, logs :class:`PipelinePeerError` and stops, so vLLM's executor, which hears only
+  from the last stage, fails the engine at once (with ``wakeup.py``) instead of after
+  ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS``, and a headless node ends when the engine's
+  node dies.
+- Any rank's failure in a step reaches every rank of every stage (``notice.py``): the
+  output rank raises it as the step's error, which vLLM reports, and no rank starts
+  another step. ``Worker.sample_tokens`` (wrapped with :func:`sampled_unless_failed`)
+  raises it too: vLLM 0.30's runner answers the sample of a failed step with an empty
+  output, which the engine takes for a step that ran (it reads only ``None`` as a
+  failed one) and its scheduler fails on with a ``KeyError``.
 
 Other groups, pipeline size 1 and a residual scattered by sequence parallelism (the wire
 carries whole token-major tensors only) take vLLM's own path.
@@ -40,17 +48,15 @@ carries whole token-major tensors only) take vLLM's own path.
 from __future__ import annotations
 
 import functools
-import threading
-from datetime import timedelta
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from . import envs
-from .errors import PipelinePeerError
+from .errors import PipelineTransferError
 from .handshake import stage_layers
-from .stopping import stop_worker
+from .notice import StageWatch, breakable, failure_notice
 from .transfer import StageTransfer, in_step
 
 __all__ = [
@@ -59,51 +65,19 @@ __all__ = [
     "routed_destroy",
     "routed_irecv_tensor_dict",
     "routed_isend_tensor_dict",
+    "sampled_unless_failed",
 ]
-
-# Never sent on: a receive posted on it ends only when the peer's connection does.
-_WATCH_TAG = 0x5051
-_WATCH_FOREVER = timedelta(days=30)
-
-
-class _Watch:
-    """A receive from the next stage that no message ever completes: it fails when that
-    stage's connection closes, and then stops this worker (unless the group is being
-    destroyed)."""
-
-    def __init__(self, group, next_stage: int):
-        self.closing = False
-        self._next_stage = next_stage
-        self._work = dist.irecv(
-            torch.empty(1, dtype=torch.int64),
-            group=group.cpu_group,
-            group_src=next_stage,
-            tag=_WATCH_TAG,
-        )
-        threading.Thread(
-            target=self._run, daemon=True, name="PipelineStageWatch"
-        ).start()
-
-    def _run(self) -> None:
-        try:
-            self._work.wait(_WATCH_FOREVER)
-        except RuntimeError as e:
-            if not self.closing:
-                stop_worker(
-                    PipelinePeerError(
-                        f"pipeline transfer: pipeline stage {self._next_stage} is gone "
-                        f"(its connection closed): {e}"
-                    )
-                )
-
 
 class _Link:
     """A PP coordinator's transfer to and from its neighbour stages."""
 
     def __init__(self, group, vllm_config):
-        from vllm.distributed.parallel_state import get_tp_group
+        from vllm.distributed.parallel_state import get_tp_group, get_world_group
 
         tp = get_tp_group()
+        self.notice = failure_notice(
+            get_world_group(), breakable(group) + breakable(tp)
+        )
         device = torch.device(group.device)
         event = None if device.type == "cpu" else getattr(torch, device.type).Event
         layers = stage_layers(vllm_config, group.rank_in_group, group.world_size)
@@ -115,15 +89,16 @@ class _Link:
             layers=None if layers is None else layers[:2],
             timeout_s=envs.VLLM_PP_TRANSFER_TIMEOUT_S,
             stats_every=envs.VLLM_PP_TRANSFER_STATS_EVERY,
+            notice=self.notice,
         )
         self.next_stage = (group.rank_in_group + 1) % group.world_size
         self.prev_stage = (group.rank_in_group - 1) % group.world_size
         self.is_last = group.rank_in_group == group.world_size - 1
-        self.watch: _Watch | None = None
+        self.watches: dict[int, StageWatch] = {}
 
-    def watch_next(self, group) -> None:
-        if self.watch is None:
-            self.watch = _Watch(group, self.next_stage)
+    def watch(self, group, stage: int) -> None:
+        if stage not in self.watches:
+            self.watches[stage] = StageWatch(group, stage, self.notice)
 
 
 def _link(
@@ -184,6 +159,28 @@ def counted_worker_step(fn):
     return execute_model
 
 
+def sampled_unless_failed(fn):
+    """For ``wrap`` on vLLM's ``Worker.sample_tokens``: at pipeline size > 1, after
+    any rank's failure (heard, or this rank's own) raise it instead of sampling, so the
+    engine reports it. vLLM's executor carries only an exception's message from the
+    output rank to the engine: the message starts with the error's name."""
+
+    @functools.wraps(fn)
+    def sample_tokens(self, *args, **kwargs):
+        from vllm.distributed import parallel_state
+
+        link = _link(parallel_state._PP, None, True, None, self.vllm_config)
+        if link is not None:
+            try:
+                link.notice.refuse()
+                link.transfer.refuse_after_failure()
+            except PipelineTransferError as e:
+                raise type(e)(f"{type(e).__name__}: {e}") from None
+        return fn(self, *args, **kwargs)
+
+    return sample_tokens
+
+
 def routed_isend_tensor_dict(fn):
     """For ``wrap`` on ``GroupCoordinator.isend_tensor_dict``."""
 
@@ -198,7 +195,7 @@ def routed_isend_tensor_dict(fn):
         link = _link(self, dst, True, all_gather_tensors)
         if link is None:
             return fn(self, tensor_dict, dst, all_gather_group, all_gather_tensors)
-        link.watch_next(self)
+        link.watch(self, link.next_stage)
         num_tokens = next(iter(tensor_dict.values())).shape[0]
         handle = link.transfer.isend(dict(tensor_dict), num_tokens)
         # vLLM 0.30 waits handles[1:] (the tensor sends) and reaps handles[0] (the
@@ -241,6 +238,7 @@ def routed_irecv_tensor_dict(fn):
         link = _link(self, src, False, all_gather_tensors)
         if link is None:
             return fn(self, src, all_gather_group, all_gather_tensors)
+        link.watch(self, link.prev_stage)
         link.transfer.post_recv()  # the message may come while the runner prepares
         tensors: dict[str, torch.Tensor] = {}
         return tensors, [_PendingRecv(link, tensors)], []
@@ -263,8 +261,10 @@ def routed_destroy(fn):
     @functools.wraps(fn)
     def destroy(self):
         link = self.__dict__.get("_patchspec_link")
-        if link is not None and link.watch is not None:
-            link.watch.closing = True
+        if link is not None:
+            link.notice.closing = True
+            for watch in link.watches.values():
+                watch.closing = True
         return fn(self)
 
     return destroy

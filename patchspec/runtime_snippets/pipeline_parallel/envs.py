@@ -12,7 +12,8 @@ answer; ``startup.py`` refuses an explicit value that leaves it no room.
 """
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # The share of vLLM's step timeout a stage may wait on its neighbour: the rest covers
 # the step queued ahead of the waiting one on that stage and the error's way back.
@@ -48,6 +49,12 @@ environment_variables: dict[str, Callable[[], Any]] = {
     "VLLM_PP_START_UP_TIMEOUT_S": lambda: float(
         os.getenv("VLLM_PP_START_UP_TIMEOUT_S", "600")
     ),
+    # Seconds a rank may stay inside a step after a failure anywhere in the pipeline
+    # (its own, or one another rank told it of) before it is stopped: long enough for
+    # the output rank to report the error to vLLM (notice.py).
+    "VLLM_PP_FAILURE_GRACE_S": lambda: float(
+        os.getenv("VLLM_PP_FAILURE_GRACE_S", "5")
+    ),
     # Payloads of at least this many bytes are split across the tensor-parallel ranks.
     "VLLM_HPU_PP_SPLIT_BYTES": lambda: int(
         os.getenv("VLLM_HPU_PP_SPLIT_BYTES", str(1 << 20))
@@ -63,6 +70,12 @@ environment_variables: dict[str, Callable[[], Any]] = {
     "VLLM_HPU_PP_HCCL_WORLD_CHECK": lambda: bool(
         int(os.getenv("VLLM_HPU_PP_HCCL_WORLD_CHECK", "0"))
     ),
+    # 0 keeps a runner's one persistent batch at pipeline size > 1 (each step then
+    # writes the other microbatch's rows again); by default one batch per microbatch
+    # (batches.py). Every stage must use the same: the handshake compares it.
+    "VLLM_PP_BATCH_PER_MICROBATCH": lambda: bool(
+        int(os.getenv("VLLM_PP_BATCH_PER_MICROBATCH", "1"))
+    ),
     # vLLM's own pipeline path (GroupCoordinator.isend/irecv_tensor_dict, the
     # pipeline-transfer spec): seconds a stage-to-stage transfer may take before the
     # peer counts as dead (defaulting as VLLM_HPU_PP_TIMEOUT_S does), and the stats
@@ -73,6 +86,15 @@ environment_variables: dict[str, Callable[[], Any]] = {
     "VLLM_PP_TRANSFER_STATS_EVERY": lambda: int(
         os.getenv("VLLM_PP_TRANSFER_STATS_EVERY", "0")
     ),
+    # The port each node's first rank serves its stage's readiness on once the stage
+    # has shaken hands (probe.py, for an orchestrator's probes); unset: none.
+    "VLLM_PP_PROBE_PORT": lambda: (
+        int(os.environ["VLLM_PP_PROBE_PORT"])
+        if os.getenv("VLLM_PP_PROBE_PORT")
+        else None
+    ),
+    # The address it listens on (the pod's every address by default).
+    "VLLM_PP_PROBE_HOST": lambda: os.getenv("VLLM_PP_PROBE_HOST", "0.0.0.0"),
 }
 
 

@@ -25,10 +25,12 @@ A stage owns the decoder layers that ``get_pp_indices`` gives it
 (``VLLM_PP_LAYER_PARTITION`` included). Only ``<prefix>.layers.<i>.*`` names are
 skipped: embeddings, final norm and LM head follow the model's own rules. Layers
 numbered past the decoder (the MTP layers of DeepSeek- and GLM-class checkpoints)
-belong to no stage: without a speculative config the models drop them after
-reading, so every stage skips them; speculative decoding, which drafts with them,
-loads as before. Multimodal, encoder-decoder and speculative set-ups load every
-tensor, with one log line saying why.
+belong to no stage without a speculative config (the models drop them after reading,
+so every stage skips them). With MTP drafting (``method`` "mtp") they, and the names
+under an ``mtp`` prefix (Qwen3-Next, MiMo), belong to the last stage, which drafts
+(``drafts.py``), and to no other. Multimodal, encoder-decoder and other speculative
+set-ups (a draft with a checkpoint of its own) load every tensor, with one log line
+saying why.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ logger = get_logger(__name__)
 # The first "layers.<i>." component of a name: its decoder layer under the
 # checkpoint's own prefix.
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+# A component naming a multi-token-prediction module ("mtp.layers.0.", "mtp_layers.").
+_MTP = re.compile(r"(?:^|\.)mtp[._]")
 
 
 def skip_unowned_layers(
@@ -189,20 +193,26 @@ def prefetch_share(rank: int, world_size: int) -> tuple[int, int]:
 
 def owns_weight(weight_name: str) -> bool:
     """Whether this stage loads ``weight_name``: every name but the decoder layers
-    of other stages and the layers past the decoder."""
+    of other stages and the layers past the decoder, which only a stage that drafts
+    with them loads (as the names of MTP modules)."""
     owned = owned_layers()
     if owned is None:
         return True
+    start, end, num_layers, drafts = owned
+    if drafts is not None and _MTP.search(weight_name):
+        return drafts
     match = _LAYER.search(weight_name)
     if match is None:
         return True
     layer = int(match.group(1))
-    start, end, _ = owned
+    if layer >= num_layers:
+        return bool(drafts)
     return start <= layer < end
 
 
-def owned_layers() -> tuple[int, int, int] | None:
-    """``(start, end, num_layers)`` of this stage's decoder layers, or None to
+def owned_layers() -> tuple[int, int, int, bool | None] | None:
+    """``(start, end, num_layers, drafts)`` of this stage: its decoder layers, and
+    with MTP drafting whether it loads the MTP layers (None without it); or None to
     load every tensor."""
     from vllm.config import get_current_vllm_config_or_none
     from vllm.distributed import parallel_state
@@ -224,9 +234,11 @@ def owned_layers() -> tuple[int, int, int] | None:
         return _load_everything(f"{model.model} is multimodal")
     if model.is_encoder_decoder:
         return _load_everything(f"{model.model} is an encoder-decoder model")
-    if config.speculative_config is not None:
+    speculative = config.speculative_config
+    if speculative is not None and speculative.method != "mtp":
         return _load_everything(
-            "speculative decoding loads a draft model from the same checkpoint"
+            f"speculative decoding ({speculative.method}) may load a draft model "
+            "from a checkpoint of its own"
         )
     num_layers = getattr(model.hf_text_config, "num_hidden_layers", None)
     if not isinstance(num_layers, int):
@@ -239,6 +251,7 @@ def owned_layers() -> tuple[int, int, int] | None:
         group.rank_in_group,
         group.world_size,
         os.environ.get("VLLM_PP_LAYER_PARTITION"),
+        speculative is not None,
     )
 
 
@@ -271,24 +284,26 @@ def _header(path: str) -> tuple[dict[str, Any], int, dict[str, str] | None]:
     return header, 8 + size, header.pop("__metadata__", None)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _stage_range(
-    num_layers: int, rank: int, size: int, partition: str | None
-) -> tuple[int, int, int]:
+    num_layers: int, rank: int, size: int, partition: str | None, mtp: bool
+) -> tuple[int, int, int, bool | None]:
     from vllm.distributed.utils import get_pp_indices
 
     start, end = get_pp_indices(num_layers, rank, size)
+    drafts = rank == size - 1 if mtp else None
     logger.info(
-        "pipeline stage %d/%d reads decoder layers %d-%d of %d from the checkpoint",
+        "pipeline stage %d/%d reads decoder layers %d-%d of %d from the checkpoint%s",
         rank,
         size,
         start,
         end - 1,
         num_layers,
+        " and the MTP layers" if drafts else "",
     )
-    return start, end, num_layers
+    return start, end, num_layers, drafts
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_everything(why: str) -> None:
     logger.info("pipeline-parallel: every stage reads the whole checkpoint: %s", why)

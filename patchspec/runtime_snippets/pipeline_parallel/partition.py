@@ -14,6 +14,7 @@ indexer runs: vllm-gaudi runs DSA layers as dense MLA and never calls it (v0.26.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -112,4 +113,4 @@ def valid_partition(
             return None
         bounds.append(min(room, key=lambda s: (abs(s - ideal), s)))
     bounds.append(num_layers)
-    return [b - a for a, b in zip(bounds, bounds[1:])]
+    return [b - a for a, b in itertools.pairwise(bounds)]

@@ -30,16 +30,21 @@ from typing import Any
 
 import torch
 
+from . import envs
 from ._logging import get_logger
-from .handshake import stage_layers
+from .handshake import handshake, stage_layers, warmed_up_settings
+from .notice import StageWatch, breakable, failure_notice
+from .readiness import serve_stage
 from .sizes import refuse_oversized_forward, transfer_device_bytes
 from .transfer import StageTransfer, in_step
+from .wire import requests_digest, rows_digest
 
 __all__ = [
     "STAGES",
     "Stage",
     "aborts_next_stage",
     "counted_step",
+    "handshake_after_warm_up",
     "kv_cache_bytes_less_transfer",
     "non_last_stage_output",
     "sent_to_next_stage",
@@ -67,11 +72,13 @@ USES = {
         "HPUModelRunner.get_model()",
         "HPUModelRunner.parallel_config",
         "HPUModelRunner.requests",
+        "HPUModelRunner.input_batch",
         "HPUModelRunner.kv_caches",
         "HPUModelRunner.device",
         "HPUModelRunner.dtype",
         "HPUModelRunner.vllm_config",
         "HPUModelRunner.warmup_mode",
+        "HPUModelRunner.bucketing_manager",
         "shallow_tuple(prefill_data)",
         "htorch",
         "has_kv_transfer_group",
@@ -94,6 +101,11 @@ class Stage:
     is_first: bool
     is_last: bool
     transfer: StageTransfer
+    # the step's scheduled token counts (counted_step) and, once its first forward
+    # asked, the digest of its requests in row order (:func:`forward_rows`)
+    scheduled: dict[str, int] | None = None
+    requests_step: int = -1
+    requests: int = 0
 
 
 # Each runner's stage, built from vLLM's groups on first use (or registered by whoever
@@ -151,24 +163,33 @@ def _helpers(runner: Any) -> ModuleType:
 
 
 def _stage_from_vllm(runner: Any) -> Stage:
-    from vllm.distributed.parallel_state import get_pp_group, get_tp_group
+    from vllm.distributed.parallel_state import (
+        get_pp_group,
+        get_tp_group,
+        get_world_group,
+    )
 
-    pp, device = get_pp_group(), torch.device(runner.device)
+    pp, tp, device = get_pp_group(), get_tp_group(), torch.device(runner.device)
     # copies between host buffers and the device are queued and marked by an event (no
     # device-wide sync); HPU lazy mode breaks the graph before each collective, as
     # vllm-gaudi's communicator does
     event = None if device.type == "cpu" else getattr(torch, device.type).Event
     mark_step = _helpers(runner).htorch.core.mark_step if device.type == "hpu" else None
     layers = stage_layers(runner.vllm_config, pp.rank_in_group, pp.world_size)
+    notice = failure_notice(get_world_group(), breakable(pp) + breakable(tp))
     transfer = StageTransfer(
         pp,
-        get_tp_group(),
+        tp,
         device=device,
         device_event=event,
         mark_step=mark_step,
         layers=None if layers is None else layers[:2],
+        notice=notice,
     )
     logger.info("pipeline stage %d of %d", pp.rank_in_group, pp.world_size)
+    # the next stage's death stops this worker at once (vLLM's executor hears only
+    # from the last stage)
+    StageWatch(pp, (pp.rank_in_group + 1) % pp.world_size, notice)
     return Stage(pp.is_first_rank, pp.is_last_rank, transfer)
 
 
@@ -185,6 +206,8 @@ def counted_step(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(runner, scheduler_output, *args, **kwargs)
         warmup_mode = kwargs.get("warmup_mode", args[0] if args else False)
         starts = bool(scheduler_output.total_num_scheduled_tokens) and not warmup_mode
+        if starts:
+            found.scheduled = scheduler_output.num_scheduled_tokens
         # warm-up and profiling: the next stage posts no receive, an abort would
         # wait for one until the transfer timeout before the error got out
         return in_step(
@@ -230,7 +253,26 @@ def stage_input(
             batch_size=token_ids.numel(), dtype=runner.dtype, device=runner.device
         )
         return dict(zeros.tensors)
-    return found.transfer.recv(token_ids.numel())
+    rows = forward_rows(runner, found, token_ids)
+    return found.transfer.recv(token_ids.numel(), rows)
+
+
+def forward_rows(runner: Any, found: Stage, token_ids: torch.Tensor) -> int:
+    """The rows digest of a forward of ``token_ids`` (its padded shape) in the current
+    step: with the step's requests in the order the runner's batch holds them and their
+    token counts, as both stages must have them (``wire.rows_digest``)."""
+    step = found.transfer.step
+    if found.requests_step != step:
+        scheduled = found.scheduled or {}
+        found.requests = requests_digest(
+            [
+                (req_id, scheduled.get(req_id, 0))
+                for req_id in runner.input_batch.req_ids
+                if req_id is not None
+            ]
+        )
+        found.requests_step = step
+    return rows_digest(tuple(token_ids.shape), found.requests)
 
 
 def sent_to_next_stage(
@@ -249,6 +291,7 @@ def sent_to_next_stage(
                 for key, value in output.tensors.items()
             },
             token_ids.numel(),
+            forward_rows(runner, found, token_ids),
         )
     return True
 
@@ -320,7 +363,7 @@ def _run_forwards(
     if pd_info.prompt_req_ids:
         mark_step()
         for req_id, _, token_ids, position_ids, attn_metadata, logits_indices, _ in zip(
-            *module.shallow_tuple(prefill_data)
+            *module.shallow_tuple(prefill_data), strict=True
         ):
             inputs_embeds, model_mm_kwargs = runner._get_model_mm_inputs(
                 token_ids, token_ids.shape[-1], scheduler_output, req_id
@@ -343,7 +386,7 @@ def _run_forwards(
             )
     if dummy_prefills is not None:
         for _, _, token_ids, position_ids, attn_metadata, logits_indices, _ in zip(
-            *module.shallow_tuple(dummy_prefills)
+            *module.shallow_tuple(dummy_prefills), strict=True
         ):
             _forward(
                 runner,
@@ -410,6 +453,43 @@ def _forward(
         **kwargs,
     )
     mark_step()
+
+
+def handshake_after_warm_up(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """For ``wrap`` on ``HPUModelRunner.warmup_model``: at pipeline size > 1, once the
+    buckets are final and warmed up, shake hands with the neighbour stages again
+    (``handshake.warmed_up_settings``: bucket lists, vllm-gaudi's settings, the
+    checkpoint), so that a stage returns from warm-up only when its neighbours have
+    warmed up alike; a warm-up that raises tells them first, so that they stop with
+    its error instead of waiting for a handshake that never comes."""
+
+    @functools.wraps(fn)
+    def warmup_model(runner: Any, *args: Any, **kwargs: Any) -> Any:
+        found = stage(runner)
+        if found is None:
+            return fn(runner, *args, **kwargs)
+        pp = found.transfer.pp_group
+        tp_size = runner.parallel_config.tensor_parallel_size
+        layers = stage_layers(runner.vllm_config, pp.rank_in_group, pp.world_size)
+        timeout_s = envs.VLLM_PP_START_UP_TIMEOUT_S
+        try:
+            result = fn(runner, *args, **kwargs)
+        except BaseException as e:
+            reason = f"{type(e).__name__}: {e}"
+            try:
+                handshake(
+                    pp, tp_size, layers, timeout_s, phase="warm-up", failure=reason
+                )
+            except RuntimeError as told:  # never raised over the warm-up's own error
+                logger.warning("pipeline warm-up: neighbours not told: %s", told)
+            raise
+        settings = warmed_up_settings(runner.bucketing_manager, runner.vllm_config)
+        handshake(pp, tp_size, layers, timeout_s, settings, phase="warm-up")
+        if pp.ranks[pp.rank_in_group] % tp_size == 0:  # the node's first rank
+            serve_stage(pp.rank_in_group, pp.world_size, ready=True)
+        return result
+
+    return warmup_model
 
 
 def skip_on_non_last_stage(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -5,8 +5,12 @@
 - What the HPU runner's pipeline hooks do not handle yet: pooling models (vllm-gaudi
   calls the model without the previous stage's tensors), multimodal models (the
   vision encoder and ``embed_input_ids`` run on every stage, whose embedding is missing
-  past the first) and speculative decoding (drafts read the last stage's hidden states,
-  and MTP layers belong to no stage). vLLM's own runners are left alone.
+  past the first) and speculative decoding: MTP's draft on the last stage is built
+  (``drafts.py``, ``loader.py``, ``buckets.py``) but not the drafts' return with
+  their own step's output nor the earlier stages' accepted drafts, which
+  ``speculative.py`` gives vLLM's runners; an EAGLE or draft model loads its own
+  checkpoint, which the per-stage loader would split by the target's layers. vLLM's
+  own runners are left alone.
 - A transfer timeout that vLLM's step timeout would hide: when a stage waits on a
   silent neighbour for longer than vLLM's executor waits for the step, the engine fails
   with "RPC call to sample_tokens timed out" and the transfer's named error never
@@ -36,6 +40,7 @@ USES = {
         "VllmConfig.device_config",
         "VllmConfig.speculative_config",
     ],
+    "vllm/config/speculative.py": ["SpeculativeConfig.method"],
     "vllm/config/model.py": [
         "ModelConfig.runner_type",
         "ModelConfig.is_multimodal_model",
@@ -73,10 +78,17 @@ def _unhandled_on_hpu(vllm_config: VllmConfig) -> str | None:
             "embed_input_ids run on every stage)"
         )
     speculative = vllm_config.speculative_config
-    if speculative is not None:
+    if speculative is not None and speculative.method != "mtp":
         return (
-            f"speculative decoding (method {speculative.method}: drafts need the last "
-            "stage's hidden states)"
+            f"speculative decoding (method {speculative.method}: only MTP, drafted on "
+            "the last stage, is built)"
+        )
+    if speculative is not None:
+        # the draft's model, layers and buckets are built (drafts.py, loader.py,
+        # buckets.py); what vLLM's runners get from speculative.py is not, on HPU
+        return (
+            "MTP drafting (the engine takes the drafts before the step they continue "
+            "has come back, and the earlier stages lose the accepted drafts)"
         )
     return None
 

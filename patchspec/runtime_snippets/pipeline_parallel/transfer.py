@@ -9,15 +9,17 @@ The HPU runner's calls::
     xfer.begin_step()  # every stage, at each scheduler step that runs forwards
     xfer.post_recv()  # not the first stage: the step's first message may come now
     # not the last stage:
-    handle = xfer.isend({"hidden_states": h, "residual": r}, num_tokens)
+    handle = xfer.isend({"hidden_states": h, "residual": r}, num_tokens, rows)
     handle.wait()  # or xfer.send(...)
     # not the first stage:
-    tensors = xfer.recv(num_tokens)
+    tensors = xfer.recv(num_tokens, rows)
     # a step failed on this stage:
     xfer.abort(error)
 
-``num_tokens`` is the padded batch of the forward; the receiver checks it, the step and
-the forward's index in it, and the sender's last layer against its own. Every mismatch
+``num_tokens`` is the padded batch of the forward and ``rows`` a digest of what fixes
+its rows (``wire.rows_digest``: the padded shape, the requests in row order and their
+token counts); the receiver checks both, the step and the forward's index in it, and the
+sender's last layer against its own. Every mismatch
 raises :class:`PipelineDesyncError`, an abort of the previous stage
 :class:`PipelineAbortError`, a dead or silent peer :class:`PipelinePeerError` within
 ``VLLM_HPU_PP_TIMEOUT_S``; after any of them, every later call raises too. Nothing is
@@ -74,8 +76,9 @@ import functools
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import torch
@@ -90,9 +93,11 @@ from .errors import (
     PipelineTransferError,
 )
 from .groups import GroupView, as_group
+from .notice import FailureNotice
 from .stats import TransferStats
 from .wire import (
     HEADER_BYTES,
+    ROWS_BYTES,
     TAG,
     TRAILER_BYTES,
     Layout,
@@ -101,6 +106,7 @@ from .wire import (
     abort_header,
     decode,
     plan,
+    read_rows,
     read_trailer,
     size_error,
 )
@@ -133,11 +139,8 @@ def _bytes(t: torch.Tensor) -> torch.Tensor:
 def _in_use(pieces: tuple[np.ndarray, ...]) -> bool:
     """Whether a tensor lent from ``pieces`` (or a view of one) is alive: its storage
     holds the buffer of its piece until the storage itself is freed."""
-    for piece in pieces:
-        # unlent, a piece is referred to by the tuple, ``piece`` and the argument
-        if sys.getrefcount(piece) > 3:
-            return True
-    return False
+    # unlent, a piece is referred to by the tuple, ``piece`` and the argument
+    return any(sys.getrefcount(piece) > 3 for piece in pieces)
 
 
 class _Ring:
@@ -280,7 +283,7 @@ class _Route:
     def pack(self, slot: int, tensors: Any, queued: bool) -> None:
         """``tensors`` (in the layout's order) into buffer ``slot``."""
         for t, address, nbytes, piece in zip(
-            tensors, self.addresses[slot], self.sizes, self.pieces[slot]
+            tensors, self.addresses[slot], self.sizes, self.pieces[slot], strict=True
         ):
             if t.is_cpu:
                 src = t.contiguous()  # held while its bytes are copied
@@ -295,7 +298,7 @@ class _Route:
         ``slot``."""
         out = {}
         for key, (shape, dtype), piece in zip(
-            self.keys, self.empties, self.pieces[slot]
+            self.keys, self.empties, self.pieces[slot], strict=True
         ):
             t = out[key] = torch.empty(shape, dtype=dtype, device=device)
             t.copy_(piece, non_blocking=queued)
@@ -307,7 +310,7 @@ class _Route:
         but with no copy."""
         out = {}
         for key, (shape, dtype), piece in zip(
-            self.keys, self.empties, self.host_pieces[slot]
+            self.keys, self.empties, self.host_pieces[slot], strict=True
         ):
             t = out[key] = torch.empty(0 if piece.size else shape, dtype=dtype)
             if piece.size:  # frombuffer refuses no bytes
@@ -358,17 +361,35 @@ def in_step(
     vLLM reports only the last stage's exceptions, and a stage that went on after a
     failed step would feed the next stage the following step's tensors; ``receives``, a
     previous stage feeds this one, and a step that starts posts the receive of its
-    first message (:meth:`StageTransfer.post_recv`) while the step prepares."""
-    if starts:
-        transfer.begin_step()
-        if receives:
-            transfer.post_recv()
+    first message (:meth:`StageTransfer.post_recv`) while the step prepares.
+
+    No call runs after a failure (the transfer's, or with the transfer's
+    :class:`~.notice.FailureNotice` any rank's): it raises that error first, so a
+    failed rank never enters the next step's collectives. With a notice, an exception
+    of a step the stages take part in is told to every rank, and a step a notice
+    interrupted raises the error heard instead of gloo's."""
+    transfer.refuse_after_failure()
+    notice = transfer.notice
+    if notice is not None:
+        notice.enter()
     try:
+        if starts:
+            transfer.begin_step()
+            if receives:
+                transfer.post_recv()
         return call()
     except BaseException as e:
+        named = e if notice is None else notice.named(e)
+        if named is not e:  # heard from the rank that failed, which told every rank
+            raise named from e
+        if notice is not None and (starts or sends) and isinstance(e, Exception):
+            notice.announce(e, transfer.step)
         if sends:
             transfer.abort(e)
         raise
+    finally:
+        if notice is not None:
+            notice.leave()
 
 
 def _stops_on_error(method):
@@ -376,10 +397,7 @@ def _stops_on_error(method):
 
     @functools.wraps(method)
     def guarded(self: StageTransfer, *args, **kwargs):
-        if self._broken is not None:
-            raise type(self._broken)(
-                f"pipeline transfer stopped by an earlier error: {self._broken}"
-            )
+        self.refuse_after_failure()
         try:
             return method(self, *args, **kwargs)
         except PipelineTransferError as e:
@@ -417,7 +435,9 @@ class StageTransfer:
     ``layers``: this stage's decoder layers ``(start, end)``, checked against the
     sender's last layer (None: not known, not checked). ``timeout_s``,
     ``split_bytes`` and ``stats_every`` override ``VLLM_HPU_PP_TIMEOUT_S``,
-    ``VLLM_HPU_PP_SPLIT_BYTES`` and ``VLLM_HPU_PP_STATS_EVERY``.
+    ``VLLM_HPU_PP_SPLIT_BYTES`` and ``VLLM_HPU_PP_STATS_EVERY``. ``notice``: this
+    process's failure notice (``notice.py``), which :func:`in_step` and the transfer's
+    waits heed (None: this transfer's own errors only).
     """
 
     def __init__(
@@ -432,7 +452,9 @@ class StageTransfer:
         timeout_s: float | None = None,
         split_bytes: int | None = None,
         stats_every: int | None = None,
+        notice: FailureNotice | None = None,
     ):
+        self.notice = notice
         self._pp = as_group(pp_group)
         self._tp: GroupView | None = (
             as_group(tp_group) if tp_group is not None else None
@@ -477,6 +499,7 @@ class StageTransfer:
         self._logs_stats = self._stats_every > 0 and self._tp_rank == 0
         self._broken: Exception | None = None
         self._aborted = False
+        self._abort_sent: tuple[dist.Work, Any] | None = None  # kept while in flight
         self.stats = TransferStats()
 
     @property
@@ -491,6 +514,18 @@ class StageTransfer:
     def step(self) -> int:
         return self._step
 
+    @property
+    def pp_group(self) -> GroupView:
+        """The pipeline group this transfer talks over."""
+        return self._pp
+
+    def refuse_after_failure(self) -> None:
+        """Raise the transfer's first error, if it had one."""
+        if self._broken is not None:
+            raise type(self._broken)(
+                f"pipeline transfer stopped by an earlier error: {self._broken}"
+            )
+
     def begin_step(self) -> None:
         """A scheduler step that runs forwards starts: every stage calls this at the
         same point of every such step, so the step counts agree, whatever failed in
@@ -498,13 +533,17 @@ class StageTransfer:
         self._step += 1
         self._send_forward = self._recv_forward = 0
 
-    def send(self, tensors: dict[str, torch.Tensor], num_tokens: int) -> None:
-        self.isend(tensors, num_tokens).wait()
+    def send(
+        self, tensors: dict[str, torch.Tensor], num_tokens: int, rows: int = 0
+    ) -> None:
+        self.isend(tensors, num_tokens, rows).wait()
 
     @_stops_on_error
-    def isend(self, tensors: dict[str, torch.Tensor], num_tokens: int) -> SendHandle:
+    def isend(
+        self, tensors: dict[str, torch.Tensor], num_tokens: int, rows: int = 0
+    ) -> SendHandle:
         """Queue ``tensors`` for the next stage; they are copied before this returns, so
-        may be reused."""
+        may be reused. ``rows``: the forward's rows digest (0: none)."""
         start_s = time.perf_counter()
         layout = plan(
             tensors, num_tokens, self._parts, self._split_bytes, self._last_layer
@@ -518,7 +557,7 @@ class StageTransfer:
             self._pending.popleft().wait()
         slot = self._staging.take(layout.message_bytes)
         view = self._staging.views[slot]
-        layout.write_header(view, seq, step, forward)
+        layout.write_header(view, seq, step, forward, rows)
         if layout.parts == 1:
             route = self._staging.route(layout)
             route.pack(slot, tensors.values(), self._queued)
@@ -572,12 +611,13 @@ class StageTransfer:
             self._send_seq, self._step, self._send_forward, self._last_layer, reason
         )
         try:
-            self._wait(
-                self._gloo.send(
-                    [torch.from_numpy(words).view(torch.uint8)], self._next, TAG
-                ),
-                f"abort to rank {self._next_rank}",
+            work = self._gloo.send(
+                [torch.from_numpy(words).view(torch.uint8)], self._next, TAG
             )
+            if self.notice is None:
+                self._wait(work, f"abort to rank {self._next_rank}")
+            else:  # every rank hears the notice: the abort is not waited for
+                self._abort_sent = work, words
         except (PipelineTransferError, RuntimeError) as e:
             logger.warning("pipeline transfer: could not send the abort: %s", e)
         if self._broken is None:
@@ -625,15 +665,20 @@ class StageTransfer:
         return self._recv_seq, self._step, self._recv_forward
 
     @_stops_on_error
-    def recv(self, num_tokens: int | None) -> dict[str, torch.Tensor]:
+    def recv(
+        self, num_tokens: int | None, rows: int | None = None
+    ) -> dict[str, torch.Tensor]:
         """The previous stage's tensors of the next forward, whose padded batch is
-        ``num_tokens`` (None: whatever the sender says)."""
+        ``num_tokens`` and rows digest ``rows`` (None: whatever the sender says)."""
         start_s = time.perf_counter()
         ring = self._received
         self._post()
         (slot, work, forecast), self._posted = self._posted, None
         self._wait(work, self._receiving)
         view = ring.views[slot]
+        # checked once the header is known good; the forecast is made with rows 0
+        got_rows = read_rows(view)
+        view[ROWS_BYTES[0] : ROWS_BYTES[1]] = _ZERO_WORD
         if forecast is not None and forecast.holds(
             view, self._per_message(), num_tokens
         ):
@@ -646,6 +691,14 @@ class StageTransfer:
         else:
             forecast = None  # its lent tensors, if any, are dropped here
             layout, outputs = self._decode_message(slot, view, num_tokens)
+        if rows is not None and got_rows != rows:
+            raise PipelineDesyncError(
+                f"pipeline transfer: rows (padded shape, requests and their token "
+                f"counts) of step {self._step}, forward {self._recv_forward} from rank "
+                f"{self._prev_rank}: expected {rows:x}, got {got_rows:x}; the stages "
+                "padded the batch differently: give every node the same bucketing "
+                "settings and build"
+            )
         if self._queued:
             copied = self._device_event()
             copied.record()
@@ -818,6 +871,8 @@ class StageTransfer:
         try:
             work.wait(self._timeout)
         except RuntimeError as e:
+            if self.notice is not None and self.notice.error is not None:
+                raise self.notice.named(e) from e  # a notice broke the group
             raise PipelinePeerError(
                 f"pipeline transfer: {what} failed or timed out "
                 f"({self._timeout.total_seconds():g} s, VLLM_HPU_PP_TIMEOUT_S): {e}"

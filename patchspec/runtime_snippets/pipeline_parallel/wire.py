@@ -9,14 +9,18 @@ SLICE_BYTES`` of one tensor: in each round every rank sends its slice, ``header 
 | trailer`` first and ``slice | trailer`` after, so that the receiving stage all-gathers
 one round straight into the tensor it returns while the next round is on the wire.
 
-- header: 64 int64 words. ``magic, version, seq, step, forward, kind, num_tokens,
-  payload_bytes, parts, num_tensors, last_layer, checksum``, then per tensor ``key id,
-  dtype id, ndim, dims...``, then zeros. ``seq`` counts messages, ``step`` and
-  ``forward`` name the forward (the scheduler step, counted alike on every stage, and
-  the forward's index in it), ``last_layer`` is the sender's last decoder layer.
-  ``checksum`` (FNV-1a of every word but seq, step, forward and itself) makes a
-  corrupted shape an error rather than a wrong view; leaving the per-message words out
-  lets both ends cache the :class:`Layout` of a batch shape.
+- header: 64 int64 words. ``magic, version, seq, step, forward, rows, kind,
+  num_tokens, payload_bytes, parts, num_tensors, last_layer, checksum``, then per
+  tensor ``key id, dtype id, ndim, dims...``, then zeros. ``seq`` counts messages,
+  ``step`` and ``forward`` name the forward (the scheduler step, counted alike on every
+  stage, and the forward's index in it), ``rows`` is a digest of what fixes the rows of
+  the forward (:func:`rows_digest`: the padded batch shape, the requests in row order
+  and their token counts; 0: not given), ``last_layer`` is the sender's last decoder
+  layer. ``checksum`` (FNV-1a of every word but seq, step, forward, rows and itself)
+  makes a corrupted shape an error rather than a wrong view; leaving the per-message
+  words out lets both ends cache the :class:`Layout` of a batch shape. Version 3 added
+  ``rows``: two stages that pad the same token count in different rows (one bucket of
+  1 x 1024 against 2 x 512) would otherwise read each other's rows shifted.
 - an abort (``kind`` ABORT) is a header alone: ``num_tokens`` and ``num_tensors`` 0,
   ``payload_bytes`` the length of the UTF-8 reason held in the words after the fixed
   ones. A stage whose step failed sends it instead of that step's tensors.
@@ -34,10 +38,12 @@ make the decoder raise :class:`PipelineDesyncError` and nothing else.
 
 from __future__ import annotations
 
+import hashlib
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -45,7 +51,7 @@ import torch
 from .errors import PipelineDesyncError
 
 MAGIC = 0x50505F4750495045  # "PP_GPIPE"
-VERSION = 2
+VERSION = 3
 HEADER_WORDS = 64
 HEADER_BYTES = HEADER_WORDS * 8
 TRAILER_BYTES = 32
@@ -57,15 +63,18 @@ ALIGN = 64
 MAX_DIMS = 4
 MAX_PARTS = 64
 DATA, ABORT = 0, 1
-_SEQ, _STEP, _FORWARD, _KIND = 2, 3, 4, 5
-_TOKENS, _PAYLOAD, _PARTS, _COUNT, _LAST_LAYER, _CHECKSUM = 6, 7, 8, 9, 10, 11
-_FIXED = 12
-_PER_MESSAGE = (_SEQ, _STEP, _FORWARD)  # out of the checksum and of cached layouts
-_PER_MESSAGE_BYTES = (_SEQ * 8, (_FORWARD + 1) * 8)  # where they are in a header
+_SEQ, _STEP, _FORWARD, _ROWS, _KIND = 2, 3, 4, 5, 6
+_TOKENS, _PAYLOAD, _PARTS, _COUNT, _LAST_LAYER, _CHECKSUM = 7, 8, 9, 10, 11, 12
+_FIXED = 13
+# out of the checksum and of cached layouts
+_PER_MESSAGE = (_SEQ, _STEP, _FORWARD, _ROWS)
+_PER_MESSAGE_BYTES = (_SEQ * 8, (_ROWS + 1) * 8)  # where they are in a header
+ROWS_BYTES = (_ROWS * 8, (_ROWS + 1) * 8)  # where the rows digest is in a header
 _NOT_SUMMED = (*_PER_MESSAGE, _CHECKSUM)
 # the per-message words and a trailer, packed into and read from a buffer's bytes in
 # place (numpy views cost more per message than the few words they touch)
-_PER_MESSAGE_WORDS = struct.Struct("<3q")
+_PER_MESSAGE_WORDS = struct.Struct("<4q")
+_ROWS_WORD = struct.Struct("<q")
 _TRAILER = struct.Struct("<4q")
 MAX_REASON_BYTES = (HEADER_WORDS - _FIXED) * 8
 
@@ -135,18 +144,24 @@ class Layout:
     header: bytes = field(compare=False, repr=False)  # ``words`` as int64 bytes
 
     def write_header(
-        self, out: np.ndarray | memoryview, seq: int, step: int = 0, forward: int = 0
+        self,
+        out: np.ndarray | memoryview,
+        seq: int,
+        step: int = 0,
+        forward: int = 0,
+        rows: int = 0,
     ) -> None:
-        """The header of message ``seq``, forward ``forward`` of ``step``, into the
-        first ``HEADER_BYTES`` of ``out`` (a writable array or bytes view)."""
+        """The header of message ``seq``, forward ``forward`` of ``step`` whose rows
+        digest is ``rows``, into the first ``HEADER_BYTES`` of ``out`` (a writable array
+        or bytes view)."""
         view = out if isinstance(out, memoryview) else memoryview(out).cast("B")
         view[:HEADER_BYTES] = self.header
-        _PER_MESSAGE_WORDS.pack_into(view, _SEQ * 8, seq, step, forward)
+        _PER_MESSAGE_WORDS.pack_into(view, _SEQ * 8, seq, step, forward, rows)
 
-    def header_bytes(self, seq: int, step: int, forward: int) -> bytes:
+    def header_bytes(self, seq: int, step: int, forward: int, rows: int = 0) -> bytes:
         """The header of message ``seq``, forward ``forward`` of ``step``."""
         out = bytearray(HEADER_BYTES)
-        self.write_header(memoryview(out), seq, step, forward)
+        self.write_header(memoryview(out), seq, step, forward, rows)
         return bytes(out)
 
     def trailer(self, seq: int, round_index: int) -> tuple[int, ...]:
@@ -163,6 +178,30 @@ class Layout:
         _TRAILER.pack_into(out, offset, *self.trailer(seq, round_index))
 
 
+def read_rows(view: memoryview) -> int:
+    """The rows digest of the header at the start of ``view`` (bytes)."""
+    return _ROWS_WORD.unpack_from(view, ROWS_BYTES[0])[0]
+
+
+def rows_digest(shape: Sequence[int], requests: int) -> int:
+    """What fixes the rows of one forward, as a header word: the padded batch's shape
+    (``(batch, seq)``: 1 x 1024 and 2 x 512 hold the same token count in other rows)
+    and ``requests``, the digest of the step's requests in row order with their token
+    counts (:func:`requests_digest`). Never 0 (0 means not given)."""
+    packed = struct.pack(f"<q{len(shape)}q", requests, *shape)
+    h = hashlib.blake2b(packed, digest_size=8)
+    return (int.from_bytes(h.digest(), "little") >> 1) or 1
+
+
+def requests_digest(requests: Sequence[tuple[str, int]]) -> int:
+    """A digest of ``(request id, tokens this step)`` in the order the batch's rows
+    hold them."""
+    h = hashlib.blake2b(digest_size=8)
+    for req_id, tokens in requests:
+        h.update(f"{req_id}\0{tokens}\0".encode())
+    return int.from_bytes(h.digest(), "little") >> 1
+
+
 def read_trailer(view: memoryview, offset: int) -> tuple[int, ...]:
     """The four trailer words at byte ``offset`` of ``view``."""
     return _TRAILER.unpack_from(view, offset)
@@ -175,6 +214,7 @@ class Message(NamedTuple):
     seq: int
     step: int
     forward: int
+    rows: int
     last_layer: int
     layout: Layout | None
     reason: str | None = None
@@ -238,17 +278,18 @@ def _layout(
     made here). Larger than ``max_message_bytes`` per rank: an error, found before the
     rounds are listed."""
     if words is None:
-        header = [MAGIC, VERSION, 0, 0, 0, DATA, num_tokens, payload_bytes, parts]
+        header = [MAGIC, VERSION, 0, 0, 0, 0, DATA, num_tokens, payload_bytes, parts]
         header += [len(specs), last_layer, 0]
         for s in specs:
             header += [_KEY_IDS[s.key], _DTYPE_IDS[s.dtype], len(s.shape), *s.shape]
         header += [0] * (HEADER_WORDS - len(header))
         header[_CHECKSUM] = checksum(header)
         words = tuple(header)
-    if parts == 1:
-        message_bytes = HEADER_BYTES + payload_bytes + TRAILER_BYTES
-    else:
-        message_bytes = _split_bytes_per_rank(specs, parts)
+    message_bytes = (
+        HEADER_BYTES + payload_bytes + TRAILER_BYTES
+        if parts == 1
+        else _split_bytes_per_rank(specs, parts)
+    )
     if max_message_bytes is not None and message_bytes > max_message_bytes:
         raise ValueError(size_error(message_bytes, max_message_bytes))
     rounds = (
@@ -353,7 +394,8 @@ def abort_header(seq: int, step: int, forward: int, last_layer: int, reason: str
     failed for ``reason`` (cut to what the header holds)."""
     text = reason.encode("utf-8", "replace")[:MAX_REASON_BYTES]
     words = np.zeros(HEADER_WORDS, dtype=np.int64)
-    words[:_FIXED] = [MAGIC, VERSION, 0, 0, 0, ABORT, 0, len(text), 0, 0, last_layer, 0]
+    words[:_LAST_LAYER] = [MAGIC, VERSION, 0, 0, 0, 0, ABORT, 0, len(text), 0, 0]
+    words[_LAST_LAYER], words[_CHECKSUM] = last_layer, 0
     words[_FIXED:].view(np.uint8)[: len(text)] = np.frombuffer(text, dtype=np.uint8)
     words[_CHECKSUM] = checksum(words.tolist())
     words[_SEQ], words[_STEP], words[_FORWARD] = seq, step, forward
@@ -373,7 +415,7 @@ def decode(
         header = words.tobytes()
     elif len(header) != HEADER_BYTES:
         _bad("length", HEADER_BYTES, len(header))
-    seq, step, forward = _PER_MESSAGE_WORDS.unpack_from(header, _SEQ * 8)
+    seq, step, forward, rows = _PER_MESSAGE_WORDS.unpack_from(header, _SEQ * 8)
     lo, hi = _PER_MESSAGE_BYTES
     # the header's bytes but the per-message words: one cache entry per batch shape
     layout = _decode(header[:lo] + header[hi:], max_message_bytes)
@@ -387,8 +429,8 @@ def decode(
                 _bad(what, ">= 0", value)
     if isinstance(layout, str):
         (last_layer,) = struct.unpack_from("<q", header, _LAST_LAYER * 8)
-        return Message(seq, step, forward, last_layer, None, layout)
-    return Message(seq, step, forward, layout.last_layer, layout)
+        return Message(seq, step, forward, rows, last_layer, None, layout)
+    return Message(seq, step, forward, rows, layout.last_layer, layout)
 
 
 def _bad(what: str, expected, got):

@@ -5,8 +5,11 @@ safetensors' ``safe_open`` appends "<pipeline rank> <tensor name>" to ``<dir>/<p
 counted where it happens (``get_tensor`` / ``get_slice`` / ``get_tensors``), so a loader that drops a
 tensor after reading it still counts it. With PATCHSPEC_E2E_TIMING set to a directory: every call of the
 methods in ``_TIMED`` appends "<rank> <kind> <start> <end>" (wall clock) to ``<dir>/<pid>.txt``; the rank
-is the worker's pipeline rank, -1 in the engine core (its scheduler). On PYTHONPATH with tests/e2e/hooks
-(``e2e_harness.pythonpath``).
+is the worker's pipeline rank, -1 in the engine core (its scheduler). With PATCHSPEC_E2E_ROWS set to a
+directory: every ``_update_states`` of a runner appends "<rank> <steady> <added> <removed>": whether the step
+was steady (it admits, retires and resumes nothing, and each of its requests ran before) and the rows it
+added to and removed from the runner's persistent batches (``InputBatch.add_request``/``remove_request``).
+On PYTHONPATH with tests/e2e/hooks (``e2e_harness.pythonpath``).
 """
 import os
 
@@ -115,3 +118,43 @@ if _TIMING:
 
     for _name in _TIMED:
         after_import(_name, _patch)
+
+
+_ROWS = os.environ.get("PATCHSPEC_E2E_ROWS")
+
+
+def _count_rows(module) -> None:
+    """Counts on the runner module's ``InputBatch`` and ``GPUModelRunner._update_states``."""
+    from vllm.distributed.parallel_state import get_pp_group
+
+    counts = {"add_request": 0, "remove_request": 0}
+
+    def counting(name: str):
+        method = getattr(module.InputBatch, name)
+
+        def counted(self, *args, **kwargs):
+            counts[name] += 1
+            return method(self, *args, **kwargs)
+        return counted
+    for name in counts:
+        setattr(module.InputBatch, name, counting(name))
+    update, seen = module.GPUModelRunner._update_states, set()
+
+    def update_states(self, scheduler_output, *args, **kwargs):
+        counts.update(dict.fromkeys(counts, 0))
+        result = update(self, scheduler_output, *args, **kwargs)
+        ids = set(scheduler_output.num_scheduled_tokens)
+        steady = bool(ids) and ids <= seen and not scheduler_output.scheduled_new_reqs \
+            and not scheduler_output.finished_req_ids and not scheduler_output.scheduled_cached_reqs.resumed_req_ids
+        seen.update(ids)
+        with open(os.path.join(_ROWS, f"{os.getpid()}.txt"), "a") as f:
+            f.write(f"{get_pp_group().rank_in_group} {int(steady)} {counts['add_request']} "
+                    f"{counts['remove_request']}\n")
+        return result
+    module.GPUModelRunner._update_states = update_states
+
+
+if _ROWS:
+    from engine_hook import after_import
+
+    after_import("vllm.v1.worker.gpu_model_runner", _count_rows)

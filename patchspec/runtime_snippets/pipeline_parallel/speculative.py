@@ -1,0 +1,162 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Speculative decoding at pipeline size > 1 on vLLM's own runners (CPU, CUDA): the
+draft on the last stage only.
+
+The runner builds its drafter, and the rejection sampler that verifies the drafts, on
+the last pipeline stage only (``GPUModelRunner.__init__``: the drafts read the last
+stage's hidden states or its sampled tokens). The earlier stages need no drafter: the
+scheduler sends every stage the step's draft tokens, so each runs the verify shapes
+(draft tokens + 1 per request) and forwards their hidden states, and the last stage
+verifies, drafts again and returns the accepted tokens in the normal output. Three
+things stood in the way:
+
+- ``_build_attention_metadata`` reads ``self.drafter`` on every stage whenever a
+  speculative config is set, so the first stage's first step failed with "object has
+  no attribute 'drafter'": those reads ask ``drafts_here``, the constructor's condition.
+- The drafts reached the scheduler before the step they continue. Without async
+  scheduling the engine keeps ``pp`` steps in flight and takes the workers' drafts
+  after scheduling each step (``EngineCore.post_step``), when the step whose sampled
+  tokens they continue has not come back yet: the scheduler then scheduled a request
+  in flight again with the drafts as tokens, and took the drafts of whichever step the
+  last stage sampled last. Here the last stage puts each step's drafts in that step's
+  output (``drafts_with_output``), and the engine hands them to the scheduler right
+  after it has taken that output in (``take_drafts_of_output``), as it does at size 1.
+- The stages that do not sample learn a request's tokens from the scheduler, which sends
+  the tokens from ``num_computed_tokens`` on: a step's accepted drafts were never sent,
+  so those stages' copy of the request lost them (and a row written again from it, when
+  a request changes batch, fed the model the wrong tokens). They are the first of the
+  drafts that stage ran in the request's previous step: ``take_accepted_drafts`` keeps
+  those and appends the accepted ones before the step's own tokens.
+
+Inert at pipeline size 1, without a speculative config and under async scheduling
+(whose runners draft and verify on the workers, and whose stages get the sampled tokens
+from the last stage). On HPU, where speculative decoding is refused at pipeline size
+> 1, the engine and the scheduler keep their own path.
+Hooks import vLLM lazily: they are imported while vLLM's own modules are.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+__all__ = [
+    "drafts_here",
+    "drafts_ride_with_outputs",
+    "drafts_with_output",
+    "take_accepted_drafts",
+    "take_drafts_of_output",
+]
+
+USES = {
+    "vllm/v1/worker/gpu_model_runner.py": [
+        "GPUModelRunner.speculative_config",
+        "GPUModelRunner.vllm_config",
+        "GPUModelRunner.execute_model_state",
+        "GPUModelRunner.take_draft_token_ids()",
+        "GPUModelRunner.requests",
+        "GPUModelRunner.input_batch",
+    ],
+    "vllm/distributed/parallel_state.py": [
+        "get_pp_group()",
+        "GroupCoordinator.is_last_rank",
+    ],
+    "vllm/v1/core/sched/scheduler.py": [
+        "Scheduler.update_draft_token_ids(draft_token_ids)",
+    ],
+    "vllm/v1/worker/gpu_input_batch.py": [
+        "InputBatch.req_id_to_index",
+        "InputBatch.num_tokens_no_spec",
+        "InputBatch.token_ids_cpu",
+        "InputBatch.is_token_ids",
+        "CachedRequestState.output_token_ids",
+        "CachedRequestState.num_tokens",
+    ],
+}
+
+# The attribute of a step's ModelRunnerOutput that carries the last stage's drafts.
+DRAFTS = "pp_draft_token_ids"
+# Per runner of a stage that does not sample: the drafts each request's last step ran.
+_RAN_DRAFTS: weakref.WeakKeyDictionary[Any, dict[str, list[int]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def drafts_here(runner: Any) -> bool:
+    """Whether ``runner`` has a drafter: a speculative config and the last pipeline
+    stage (every rank at pipeline size 1), as ``GPUModelRunner.__init__`` decides."""
+    from vllm.distributed.parallel_state import get_pp_group
+
+    return bool(runner.speculative_config) and get_pp_group().is_last_rank
+
+
+def drafts_ride_with_outputs(vllm_config: VllmConfig) -> bool:
+    """Pipeline size > 1, a speculative config, no async scheduling, vLLM's runners:
+    each step's drafts come back in its output, not through ``take_draft_token_ids``."""
+    return (
+        vllm_config.parallel_config.pipeline_parallel_size > 1
+        and vllm_config.speculative_config is not None
+        and not vllm_config.scheduler_config.async_scheduling
+        and vllm_config.device_config.device_type != "hpu"
+    )
+
+
+def drafts_with_output(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """For ``wrap`` on ``GPUModelRunner.sample_tokens``: on the last stage, the drafts
+    proposed after this step's sampling go back in the step's output."""
+
+    @functools.wraps(fn)
+    def sample_tokens(runner: Any, *args: Any, **kwargs: Any) -> Any:
+        if not (drafts_ride_with_outputs(runner.vllm_config) and drafts_here(runner)):
+            return fn(runner, *args, **kwargs)
+        sampled = runner.execute_model_state is not None
+        output = fn(runner, *args, **kwargs)
+        if sampled:
+            setattr(output, DRAFTS, runner.take_draft_token_ids())
+        return output
+
+    return sample_tokens
+
+
+def take_drafts_of_output(scheduler: Scheduler, model_output: Any) -> None:
+    """Right after the engine has taken a step's output in: its drafts to the scheduler,
+    which schedules them with the tokens they continue."""
+    drafts = getattr(model_output, DRAFTS, None)
+    if drafts is not None:
+        scheduler.update_draft_token_ids(drafts)
+
+
+def take_accepted_drafts(runner: Any, scheduler_output: Any) -> None:
+    """In ``_update_states``, before the cached requests take this step's tokens: on a
+    stage that does not sample, append to each request the drafts its previous step
+    ran that the last stage accepted (``num_computed_tokens`` went past the tokens the
+    stage holds by that many), then keep this step's drafts for the next."""
+    if not drafts_ride_with_outputs(runner.vllm_config) or drafts_here(runner):
+        return
+    ran = _RAN_DRAFTS.setdefault(runner, {})
+    for req_id in scheduler_output.finished_req_ids:
+        ran.pop(req_id, None)
+    cached = scheduler_output.scheduled_cached_reqs
+    batch = runner.input_batch
+    computed_tokens = cached.num_computed_tokens
+    for req_id, computed in zip(cached.req_ids, computed_tokens, strict=True):
+        drafts = ran.pop(req_id, ())
+        state = runner.requests[req_id]
+        count = computed - state.num_tokens
+        if not drafts or count <= 0 or req_id in cached.resumed_req_ids:
+            continue
+        accepted = drafts[:count]
+        state.output_token_ids.extend(accepted)
+        row = batch.req_id_to_index.get(req_id)
+        if row is not None:
+            start = batch.num_tokens_no_spec[row]
+            batch.token_ids_cpu[row, start : start + len(accepted)] = accepted
+            batch.is_token_ids[row, start : start + len(accepted)] = True
+            batch.num_tokens_no_spec[row] = start + len(accepted)
+    ran.update(scheduler_output.scheduled_spec_decode_tokens)
