@@ -1,9 +1,10 @@
 """apply, check, one plain libcst parse of the touched files, and `patch -p1` of the same change, side by side.
 
 Usage: python bench/apply.py [--repeat N]. The root is vLLM 0.30.0 from PyPI (cached), plus vllm-gaudi
-main when PATCHSPEC_VLLM_GAUDI is set. apply runs without its run-time proof; apply and check run cold (``bench/cold.py``), as in a fresh process;
-check on the root apply just wrote. Last line: key=value figures (medians over the repeats), wall time and,
-as ``*_cpu_s``, the process's CPU time (which another job on a shared machine disturbs less).
+main when PATCHSPEC_VLLM_GAUDI is set. apply runs without its run-time proof; apply and check run cold
+(``bench/cold.py``), as in a fresh process; check on the root apply just wrote. Last line: key=value figures
+(medians over the repeats), wall time and, as ``*_cpu_s``, the process's CPU time (which another job on a
+shared machine disturbs less).
 """
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ from pathlib import Path
 import libcst
 from cold import cold
 
-from patchspec.verbs import reading, writing
+from patchspec.difftext import unified
 from patchspec.prepare import prepare
 from patchspec.releases.cache import git_tag_root, pypi_root
-from patchspec.difftext import unified
+from patchspec.verbs import reading, writing
 
 REPO = Path(__file__).resolve().parent.parent
 SPEC = str(REPO / "specs" / "pipeline-parallel.yaml")
@@ -66,20 +67,20 @@ def main() -> None:
               + ", ".join(p.relative_to(pristine).as_posix() for p in touched))
         for run in range(args.repeat):
             root = fresh_root(scratch, f"apply{run}")
-            wall, cpu = cold(lambda: writing.apply(SPEC, "v0.30.0", str(root), verify=False))
+            wall, cpu = cold(lambda root=root: writing.apply(SPEC, "v0.30.0", str(root), verify=False))
             figures["apply_s"].append(wall)
             figures["apply_cpu_s"].append(cpu)
             result = []
-            wall, cpu = cold(lambda: result.append(reading.check(SPEC, "v0.30.0", str(root))))
+            wall, cpu = cold(lambda result=result, root=root: result.append(reading.check(SPEC, "v0.30.0", str(root))))
             figures["check_s"].append(wall)
             figures["check_cpu_s"].append(cpu)
             assert result[0].code == 0, result[0].lines
             texts = [p.read_text() for p in touched]
-            wall, cpu = cold(lambda: [libcst.parse_module(t) for t in texts])
+            wall, cpu = cold(lambda texts=texts: [libcst.parse_module(t) for t in texts])
             figures["parse_s"].append(wall)
             figures["parse_cpu_s"].append(cpu)
             target = fresh_root(scratch, f"patch{run}")
-            figures["patch_s"].append(timed(lambda: subprocess.run(
+            figures["patch_s"].append(timed(lambda target=target: subprocess.run(
                 ["patch", "-p1", "-s", "-i", str(scratch / "change.diff")], cwd=target, check=True)))
             print(f"run {run}: " + " ".join(f"{k}={v[-1]:.3f}" for k, v in figures.items()), flush=True)
     med = {k: statistics.median(v) for k, v in figures.items()}

@@ -1,10 +1,16 @@
 """Generated tokens/s of a real vLLM 0.30.0 CPU engine at pipeline size 2 with async scheduling on against
-off, the fix applied (cpu-pipeline-eager, pipeline-parallel and pipeline-transfer), side by side in one run.
+off, and with ``--speculative`` n-gram speculative decoding (3 draft tokens, drafted and verified on the last
+stage) on against off, the fix applied (cpu-pipeline-eager, pipeline-parallel and pipeline-transfer, and
+cpu-speculative for the drafts), side by side in one run.
 
-32 concurrent greedy requests on the e2e tier's tiny Llama (``--hidden``, 128 by default), eager; the runs
-alternate off, on, off, on, ... (``--runs`` pairs) and the medians are compared. Everything is unapplied
-at the end. The last line: ``greedy_match=<0|1> async_vs_sync=<ratio> sync_tok_s=<x> async_tok_s=<y>``.
-Usage: python bench/async_pp.py [--runs N] [--hidden H]
+32 concurrent greedy requests on the e2e tier's tiny Llama (``--hidden``, 128 by default; with
+``--speculative`` its ``cycling`` form, whose greedy tokens cycle, so n-gram drafts get accepted), eager. The
+configurations alternate (off, on, then n-gram; ``--runs`` rounds) and the medians are compared. vLLM 0.30
+refuses async scheduling with n-gram drafts at every pipeline size (only EAGLE, MTP, draft-model, ngram_gpu
+and DSpark drafts run under it), so that pair is not run. Everything is unapplied at the end. The last line:
+``greedy_match=<0|1> async_vs_sync=<ratio> sync_tok_s=<x> async_tok_s=<y>``, with ``--speculative`` also
+``spec_vs_sync=<ratio> spec_tok_s=<z> acceptance=<accepted / draft tokens>``.
+Usage: python bench/async_pp.py [--runs N] [--hidden H] [--speculative]
 """
 from __future__ import annotations
 
@@ -20,40 +26,52 @@ import e2e_harness as h  # noqa: E402
 
 REQUESTS = 32
 MAX_TOKENS = 32
+NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=1, help="pairs of runs (off, on); medians reported")
+    parser.add_argument("--runs", type=int, default=1, help="rounds of the configurations; medians reported")
     parser.add_argument("--hidden", type=int, default=128)
+    parser.add_argument("--speculative", action="store_true", help="n-gram drafts on against off too")
     args = parser.parse_args()
+    # name -> (async scheduling, speculative config)
+    configs: dict[str, tuple[bool, dict | None]] = {"sync": (False, None), "async": (True, None)}
+    if args.speculative:
+        configs["spec"] = (False, NGRAM)
     env = h.venv()
     root = h.site_packages(env)
     work = Path(tempfile.mkdtemp(prefix="patchspec-bench-async-"))
     print(f"logs: {work}, load {os.getloadavg()[0]:.1f}", flush=True)
-    model = h.write_checkpoint(env, work / "model", args.hidden)
+    model = h.write_checkpoint(env, work / "model", args.hidden, cycling=args.speculative)
     prompts = h.token_prompts(REQUESTS, 16, 48, seed=2)
-    runs: dict[bool, list[dict]] = {False: [], True: []}
+    runs: dict[str, list[dict]] = {name: [] for name in configs}
     h.unapply_leftovers(root)
     applied = []
     try:
-        for spec in h.SPECS:
+        for spec in (*h.SPECS, *([h.SPECULATIVE_SPEC] if args.speculative else [])):
             h.apply(spec, root)
             applied.append(spec)
         for i in range(args.runs):
-            for on in (False, True):
-                runs[on].append(h.run_engine(env, model, 2, prompts, MAX_TOKENS, work / f"async_{on}_{i}.log",
-                                             async_scheduling=on))
+            for name, (on, speculative) in configs.items():
+                runs[name].append(h.run_engine(env, model, 2, prompts, MAX_TOKENS, work / f"{name}_{i}.log",
+                                               async_scheduling=on, speculative=speculative))
     finally:
         for spec in applied:
             h.unapply(spec, root)
-    rate = {on: statistics.median(r["generated"] / r["generate_s"] for r in results) for on, results in runs.items()}
-    for on, results in runs.items():
+    rate = {name: statistics.median(r["generated"] / r["generate_s"] for r in results)
+            for name, results in runs.items()}
+    for name, results in runs.items():
         each = ", ".join(f"{r['generated'] / r['generate_s']:.0f}" for r in results)
-        print(f"async {'on' if on else 'off'}: {len(results)} run(s), {each} tokens/s")
-    same = all(r["tokens"] == runs[False][0]["tokens"] for results in runs.values() for r in results)
-    print(f"greedy_match={int(same)} async_vs_sync={rate[True] / rate[False]:.2f} sync_tok_s={rate[False]:.0f} "
-          f"async_tok_s={rate[True]:.0f}")
+        print(f"{name}: {len(results)} run(s), {each} tokens/s")
+    same = all(r["tokens"] == runs["sync"][0]["tokens"] for results in runs.values() for r in results)
+    line = (f"greedy_match={int(same)} async_vs_sync={rate['async'] / rate['sync']:.2f} "
+            f"sync_tok_s={rate['sync']:.0f} async_tok_s={rate['async']:.0f}")
+    if args.speculative:
+        drafts = runs["spec"][0]["drafts"]
+        line += (f" spec_vs_sync={rate['spec'] / rate['sync']:.2f} spec_tok_s={rate['spec']:.0f} "
+                 f"acceptance={drafts['accepted_tokens'] / max(drafts['draft_tokens'], 1):.3f}")
+    print(line)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ the spec.
 Usage: python bench/growth.py [--repeat N]. Everything is generated: a package ``gen`` (one file, one
 function per target, with a pip-style dist-info), a spec inserting one statement into each function, and
 release profiles beside it of which exactly one matches (``--release auto`` has to tell which). Each verb
-runs cold (``bench/cold.py``): as in a fresh ``patchspec`` process. Prints the medians per size; the last line is key=value figures:
+runs cold (``bench/cold.py``): as in a fresh ``patchspec`` process. Prints the medians per size; the last line
+is key=value figures:
 
 - ``<verb>_targets_slope_ratio``: the cost of one more target between 50 and 100 targets over that between
   1 and 50 (1 for linear growth, 2 for quadratic);
@@ -84,8 +85,8 @@ def measure(scratch: Path, name: str, targets: int, profile_count: int, repeat: 
     runs: dict[str, list[float]] = {"apply_s": [], "apply_cpu_s": [], "check_s": [], "check_cpu_s": []}
     for run in range(repeat):
         root = make_root(scratch / name / f"root{run}", targets)
-        for verb, timing in (("apply", cold(lambda: writing.apply(spec, "auto", str(root), verify=False))),
-                             ("check", cold(lambda: result.append(reading.check(spec, "auto", str(root)))))):
+        for verb, timing in (("apply", cold(lambda root=root: writing.apply(spec, "auto", str(root), verify=False))),
+                             ("check", cold(lambda root=root: result.append(reading.check(spec, "auto", str(root)))))):
             runs[f"{verb}_s"].append(timing[0])
             runs[f"{verb}_cpu_s"].append(timing[1])
         assert result.pop().code == 0

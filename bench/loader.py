@@ -7,9 +7,10 @@ saved), as safetensors shards and the same shards as ``.bin`` files. Each stage 
 before each load; the stages load one after the other. The kinds are ``loader_run.KINDS`` plus the
 lazy safetensors iterator; fastsafetensors and instanttensor need CUDA, so their rows run vLLM's
 iterators for them with the libraries' device readers replaced by CPU readers of every file handed to
-them, as theirs read on the device (what the spec changes for them is that file list). "requested" is the bytes of the tensors safetensors handed out (the kinds that
-read through its ``safe_open``); "disk" is the checkpoint pages resident afterwards, read-ahead included. The last line
-is key=value pairs. Usage: python bench/loader.py [--release 0.30.0] [--layers 8] [--hidden 512]
+them, as theirs read on the device (what the spec changes for them is that file list). "requested" is the
+bytes of the tensors safetensors handed out (the kinds that read through its ``safe_open``); "disk" is the
+checkpoint pages resident afterwards, read-ahead included. The last line is key=value pairs.
+Usage: python bench/loader.py [--release 0.30.0] [--layers 8] [--hidden 512]
 """
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def main() -> None:
     checkpoint = work / "checkpoint"
     sizes = {n: v["bytes"] for n, v in write(checkpoint, args.layers, args.hidden, SHARDS, pt=True).items()}
     total = sum(f.stat().st_size for f in checkpoint.glob("*.safetensors"))
-    roots = dict(zip(("stock", "fix"), release_roots(pypi_root(f"vllm=={args.release}"), work / "roots")))
+    roots = dict(zip(("stock", "fix"), release_roots(pypi_root(f"vllm=={args.release}"), work / "roots"), strict=True))
     kinds = ["safetensors", *KINDS]
     print(f"vLLM {args.release}, {args.layers} layers, hidden {args.hidden}, {SHARDS} shards, "
           f"{total / 2**20:.1f} MiB of safetensors on disk ({work})", flush=True)

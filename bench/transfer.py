@@ -38,9 +38,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 VLLM_SRC = Path("/work/cache/src/vllm-0.30.0")
@@ -55,7 +55,6 @@ WORKER_TIMEOUT_S = 300
 # ----------------------------------------------------------------------------- workers (one per rank)
 
 def _worker(args) -> None:
-    import torch
     import torch.distributed as dist
 
     sys.path.insert(0, str(REPO))
@@ -150,14 +149,14 @@ def _with_copies(tensors, pp, peer):
     offsets = [header + sum(sizes[:i]) for i in range(len(sizes))]
 
     def send():
-        for t, offset, nbytes in zip(tensors.values(), offsets, sizes):
+        for t, offset, nbytes in zip(tensors.values(), offsets, sizes, strict=True):
             ctypes.memmove(staging.data_ptr() + offset, t.data_ptr(), nbytes)
         dist.send(staging, group=pp, group_dst=peer)
 
     def recv():
         dist.recv(received, group=pp, group_src=peer)
         out = {}
-        for (key, t), offset, nbytes in zip(tensors.items(), offsets, sizes):
+        for (key, t), offset, nbytes in zip(tensors.items(), offsets, sizes, strict=True):
             out[key] = torch.empty(t.shape, dtype=t.dtype)
             ctypes.memmove(out[key].data_ptr(), received.data_ptr() + offset, nbytes)
         return out
@@ -207,8 +206,8 @@ def _prefill(stage, t, pp, tp_group):
     for label, nbytes, iterations in (("8MiB", 8 * MiB, 6), ("64MiB", 64 * MiB, 2)):
         n, tensors = message(nbytes)
         result[label] = _timed_rounds({
-            "split": delivered(lambda: split.send(tensors, n), lambda: split.recv(n)),
-            "unsplit": delivered(lambda: whole.send(tensors, n), lambda: whole.recv(n)),
+            "split": delivered(lambda tensors=tensors, n=n: split.send(tensors, n), lambda n=n: split.recv(n)),
+            "unsplit": delivered(lambda tensors=tensors, n=n: whole.send(tensors, n), lambda n=n: whole.recv(n)),
         }, iterations, _ready(stage, pp))
 
     # decode-sized: whole over every TP pair, against TP rank 0's pair only plus a broadcast on the receiver
@@ -255,7 +254,7 @@ def _run_ranks(python: str, tp: int, addr: str, port: int, wrap=lambda rank: ([]
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    for p, (_, err) in zip(procs, outputs):
+    for p, (_, err) in zip(procs, outputs, strict=True):
         if p.returncode != 0:
             raise RuntimeError(f"worker failed ({p.returncode}):\n{err[-3000:]}")
     return json.loads(next(line for line in outputs[0][0].splitlines() if line.startswith("RESULT "))[7:])
@@ -294,9 +293,9 @@ class _Namespaces:
             for name in self.names:
                 _ip("netns", "add", name)
                 _ip("-n", name, "link", "set", "lo", "up")
-            for devs, addrs in zip(self.devs, self.addrs):
+            for devs, addrs in zip(self.devs, self.addrs, strict=True):
                 _ip("link", "add", devs[0], "type", "veth", "peer", "name", devs[1])
-                for name, dev, addr in zip(self.names, devs, addrs):
+                for name, dev, addr in zip(self.names, devs, addrs, strict=True):
                     _ip("link", "set", dev, "netns", name)
                     _ip("-n", name, "addr", "add", f"{addr}/24", "dev", dev)
                     _ip("-n", name, "link", "set", dev, "up")

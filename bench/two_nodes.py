@@ -48,7 +48,7 @@ def latencies(timing: Path, window: list[float]) -> tuple[list[float], list[floa
             (sends if kind == "send" else recvs).append([float(x) for x in times])
     sends.sort()
     recvs.sort()
-    pairs = [(sent, recv) for (sent,), recv in zip(sends, recvs) if window[0] <= sent <= window[1]]
+    pairs = [(sent, recv) for (sent,), recv in zip(sends, recvs, strict=False) if window[0] <= sent <= window[1]]
     return ([done - max(sent, posted) for sent, (posted, _, _, done) in pairs],
             [(returned - posted) + (done - waited) for _, (posted, returned, waited, done) in pairs])
 

@@ -18,7 +18,7 @@ sys.path.insert(0, str(REPO / "tests" / "e2e"))
 
 import e2e_harness as h  # noqa: E402
 
-from patchspec.verbs import proving, writing# noqa: E402
+from patchspec.verbs import proving, writing  # noqa: E402
 
 SPECS = [REPO / "specs" / f"{name}.yaml" for name in ("cpu-pipeline-eager", "pipeline-parallel", "pipeline-transfer")]
 
