@@ -33,6 +33,49 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_tp2_rank(root: str, rank: int, port: int):
+    """In a spawned rank of a pipeline 2 x tensor parallel 2 world: ``root`` importable, vLLM's world over gloo
+    on 127.0.0.1, and the configuration its stages read. Returns vLLM's ``parallel_state`` and ``config``
+    modules and that configuration."""
+    sys.path.insert(0, root)
+    parallel_state = importlib.import_module("vllm.distributed.parallel_state")
+    config_module = importlib.import_module("vllm.config")
+    parallel_state.init_distributed_environment(4, rank, f"tcp://127.0.0.1:{port}", rank, backend="gloo")
+    config = types.SimpleNamespace(
+        parallel_config=types.SimpleNamespace(pipeline_parallel_size=2, tensor_parallel_size=2,
+                                              data_parallel_size=1, world_size=4),
+        scheduler_config=types.SimpleNamespace(async_scheduling=False),
+        device_config=types.SimpleNamespace(device="cpu"))
+    return parallel_state, config_module, config
+
+
+def run_world(world: int, rank_main, *args) -> dict:
+    """Rank -> what ``rank_main(*args, rank, port, results, done)`` put on ``results`` as ``(rank, value)``,
+    for ``world`` spawned ranks; a value that is a string is a rank's traceback and fails the caller. The
+    ranks stay until every one has answered (``done``: a rank gone early is a dead stage to its peers), and
+    are stopped on every path."""
+    ctx = mp.get_context("spawn")
+    results, done, port = ctx.Queue(), ctx.Event(), free_port()
+    procs = [ctx.Process(target=rank_main, args=(*args, r, port, results, done), daemon=True) for r in range(world)]
+    for p in procs:
+        p.start()
+    got = {}
+    try:
+        while len(got) < world:
+            rank, value = results.get(timeout=START_S)
+            assert not isinstance(value, str), value
+            got[rank] = value
+    except queue.Empty:
+        raise TimeoutError(f"ranks {sorted(set(range(world)) - set(got))} did not finish: {got}") from None
+    finally:
+        done.set()
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+    return got
+
+
 def load_sequence(root):
     """The root's ``vllm/sequence.py`` as a module of its own: the fixture needs nothing else of vLLM,
     whose package import costs seconds per process and can happen only once per process."""

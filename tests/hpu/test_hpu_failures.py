@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import importlib
 import os
-import queue
-import sys
 import threading
 import traceback
 import types
 
 import pytest
 import torch
-import torch.multiprocessing as mp
-from hpu_stages import START_S, free_port
+from hpu_stages import run_world, start_tp2_rank
 
 WORLD = 4
 TOKENS = 8
@@ -52,22 +49,14 @@ def _runner(parallel_state, config_module, snippets, config):
                                "input_batch": types.SimpleNamespace(req_ids=["r"])})()
 
 
-def _rank_main(root, rank, port, case, results, done):
+def _rank_main(root, case, rank, port, results, done):
     try:
-        sys.path.insert(0, root)
         os.environ.update(VLLM_PP_FAILURE_GRACE_S=LONG_S,
                           VLLM_HPU_PP_TIMEOUT_S=SHORT_S if case == "silent" and rank == 3 else LONG_S)
-        parallel_state = importlib.import_module("vllm.distributed.parallel_state")
-        config_module = importlib.import_module("vllm.config")
+        parallel_state, config_module, config = start_tp2_rank(root, rank, port)
         snippets = importlib.import_module("_patchspec_runtime.pipeline_parallel")
         hooks = importlib.import_module("_patchspec_runtime.pipeline_parallel.runner")
         dist = importlib.import_module("torch.distributed")
-        parallel_state.init_distributed_environment(WORLD, rank, f"tcp://127.0.0.1:{port}", rank, backend="gloo")
-        config = types.SimpleNamespace(
-            parallel_config=types.SimpleNamespace(pipeline_parallel_size=2, tensor_parallel_size=2,
-                                                  data_parallel_size=1, world_size=WORLD),
-            scheduler_config=types.SimpleNamespace(async_scheduling=False),
-            device_config=types.SimpleNamespace(device="cpu"))
         runner = _runner(parallel_state, config_module, snippets, config)
         stage = hooks.stage(runner)
         # every rank has built its stage (its notice listener and stage watch) before any step runs, as
@@ -121,27 +110,7 @@ def _rank_main(root, rank, port, case, results, done):
 
 def _run(hpu_roots, case: str) -> dict[int, list[str]]:
     pytest.importorskip("psutil", reason="vLLM's test requirements (scripts/vllm-test-requirements.txt)")
-    ctx = mp.get_context("spawn")
-    results, done, port = ctx.Queue(), ctx.Event(), free_port()
-    procs = [ctx.Process(target=_rank_main, args=(str(hpu_roots[1]), r, port, case, results, done), daemon=True)
-             for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    got = {}
-    try:
-        while len(got) < WORLD:
-            rank, value = results.get(timeout=START_S)
-            assert isinstance(value, list), value
-            got[rank] = value
-    except queue.Empty:
-        raise TimeoutError(f"ranks {sorted(set(range(WORLD)) - set(got))} did not finish: {got}") from None
-    finally:
-        done.set()
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
-    return got
+    return run_world(WORLD, _rank_main, str(hpu_roots[1]), case)
 
 
 def test_rank_1_of_stage_0_raising_ends_every_rank_and_the_output_rank_names_it(hpu_roots):

@@ -7,15 +7,12 @@ prefill.
 from __future__ import annotations
 
 import importlib
-import queue
-import sys
 import traceback
 import types
 
 import pytest
 import torch
-import torch.multiprocessing as mp
-from hpu_stages import START_S, free_port
+from hpu_stages import run_world, start_tp2_rank
 
 WORLD = 4
 SIZES = {"decode": 8, "prefill": 8192}  # tokens; 8192 x 64 x 4 bytes x 2 keys = 4 MiB: split
@@ -29,17 +26,9 @@ def _payload(num_tokens: int) -> dict[str, torch.Tensor]:
 
 def _rank_main(root, rank, port, results, done):
     try:
-        sys.path.insert(0, root)
-        parallel_state = importlib.import_module("vllm.distributed.parallel_state")
-        config_module = importlib.import_module("vllm.config")
+        parallel_state, config_module, config = start_tp2_rank(root, rank, port)
         snippets = importlib.import_module("_patchspec_runtime.pipeline_parallel")
         runner_hooks = importlib.import_module("_patchspec_runtime.pipeline_parallel.runner")
-        parallel_state.init_distributed_environment(WORLD, rank, f"tcp://127.0.0.1:{port}", rank, backend="gloo")
-        config = types.SimpleNamespace(
-            parallel_config=types.SimpleNamespace(pipeline_parallel_size=2, tensor_parallel_size=2,
-                                                  data_parallel_size=1, world_size=WORLD),
-            scheduler_config=types.SimpleNamespace(async_scheduling=False),
-            device_config=types.SimpleNamespace(device="cpu"))
         current = config_module.VllmConfig(device_config=config_module.DeviceConfig(device="cpu"))
         with config_module.set_current_vllm_config(current):
             checked = snippets.checked_world_without_hccl(config, parallel_state.ensure_model_parallel_initialized,
@@ -67,26 +56,7 @@ def _rank_main(root, rank, port, results, done):
 
 def test_stage_and_start_up_on_vllm_process_groups(hpu_roots):
     pytest.importorskip("psutil", reason="vLLM's test requirements (scripts/vllm-test-requirements.txt)")
-    ctx = mp.get_context("spawn")
-    results, done, port = ctx.Queue(), ctx.Event(), free_port()
-    procs = [ctx.Process(target=_rank_main, args=(str(hpu_roots[1]), r, port, results, done), daemon=True)
-             for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    got = {}
-    try:
-        while len(got) < WORLD:
-            rank, value = results.get(timeout=START_S)
-            assert isinstance(value, tuple), value
-            got[rank] = value
-    except queue.Empty:
-        raise TimeoutError(f"ranks {sorted(set(range(WORLD)) - set(got))} did not finish") from None
-    finally:
-        done.set()
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
+    got = run_world(WORLD, _rank_main, str(hpu_roots[1]))
     both = {"decode": True, "prefill": True}
     assert got == {0: (True, True, False, {}, 1), 1: (True, True, False, {}, 1),
                    2: (True, False, True, both, 1), 3: (True, False, True, both, 1)}
