@@ -345,7 +345,7 @@ def test_real_spec_on_other_vllm_releases(vllm_release, version):
 
 @pytest.mark.gaudi
 @pytest.mark.parametrize("version, tag, changed", [
-    ("0.24.0", "v0.24.0", {"hpu-runner-microbatch-buckets", "hpu-worker-transfer-memory"}),
+    ("0.24.0", "v0.24.0", {"hpu-runner-microbatch-buckets", "hpu-worker-transfer-memory", "hpu-input-batch-arguments"}),
     ("0.26.0", "v0.26.0", set()),
     ("0.30.0", "main", {"hpu-runner-microbatch-buckets"}),
 ])
@@ -353,8 +353,9 @@ def test_real_spec_hpu_targets_on_vllm_gaudi(vllm_release, gaudi_release, versio
     """Against v0.26.0's fingerprints the vllm-gaudi targets hold on v0.24.0 and main, and only
     ``HPUModelRunner.warmup_model`` changed between them (upstream reworked its warm-up steps; the bucket
     bound goes after ``generate_decode_buckets()`` in each), and from v0.24.0 to v0.26.0
-    ``HPUWorker.determine_available_memory`` (hybrid models' KV share reduced after the anchor): every other
-    function the fix patches did not."""
+    ``HPUWorker.determine_available_memory`` (hybrid models' KV share reduced after the anchor) and
+    ``InputBatch.__init__`` (its block table given a block count per group; the wrap only remembers the
+    arguments): every other function the fix patches did not."""
     roots = {"vllm": vllm_release(version), "vllm_gaudi": gaudi_release(tag)}
 
     def read(rel: str):
