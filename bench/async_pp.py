@@ -15,10 +15,8 @@ Usage: python bench/async_pp.py [--runs N] [--hidden H] [--speculative]
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
@@ -39,26 +37,17 @@ def main() -> None:
     configs: dict[str, tuple[bool, dict | None]] = {"sync": (False, None), "async": (True, None)}
     if args.speculative:
         configs["spec"] = (False, NGRAM)
-    env = h.venv()
+    env, work, model = h.bench_work("async", args.hidden, cycling=args.speculative)
     root = h.site_packages(env)
-    work = Path(tempfile.mkdtemp(prefix="patchspec-bench-async-"))
-    print(f"logs: {work}, load {os.getloadavg()[0]:.1f}", flush=True)
-    model = h.write_checkpoint(env, work / "model", args.hidden, cycling=args.speculative)
     prompts = h.token_prompts(REQUESTS, 16, 48, seed=2)
     runs: dict[str, list[dict]] = {name: [] for name in configs}
-    h.unapply_leftovers(root)
-    applied = []
-    try:
+    with h.patched(root) as apply:
         for spec in (*h.SPECS, *([h.SPECULATIVE_SPEC] if args.speculative else [])):
-            h.apply(spec, root)
-            applied.append(spec)
+            apply(spec)
         for i in range(args.runs):
             for name, (on, speculative) in configs.items():
                 runs[name].append(h.run_engine(env, model, 2, prompts, MAX_TOKENS, work / f"{name}_{i}.log",
                                                async_scheduling=on, speculative=speculative))
-    finally:
-        for spec in applied:
-            h.unapply(spec, root)
     rate = {name: statistics.median(r["generated"] / r["generate_s"] for r in results)
             for name, results in runs.items()}
     for name, results in runs.items():

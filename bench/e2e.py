@@ -107,24 +107,18 @@ def main() -> None:
             env, models[model], pp, prompts, MAX_TOKENS, work / f"{model}_{name}_{len(runs.get(key, []))}.log",
             scored=scored if score else None, timing=pp == 2))
 
-    h.unapply_leftovers(root)
-    h.apply(h.EAGER_SPEC, root)
-    try:
+    with h.patched(root) as apply:
+        apply(h.EAGER_SPEC)
         run("h128", 1, "pp1", score=True)
         for _ in range(args.runs):
             for model in models:
                 run(model, 2, "pp2_stock")
-        h.apply(h.PP_SPEC, root)
-        try:
-            run("h128", 2, "pp2_fix", score=True)
-            for i in range(args.runs):
-                if i:
-                    run("h128", 2, "pp2_fix")
-                run(f"h{WIDE}", 2, "pp2_fix")
-        finally:
-            h.unapply(h.PP_SPEC, root)
-    finally:
-        h.unapply(h.EAGER_SPEC, root)
+        apply(h.PP_SPEC)
+        run("h128", 2, "pp2_fix", score=True)
+        for i in range(args.runs):
+            if i:
+                run("h128", 2, "pp2_fix")
+            run(f"h{WIDE}", 2, "pp2_fix")
 
     rate, overlap, bubbles = {}, {}, {}
     for name, results in runs.items():

@@ -5,16 +5,18 @@ headless), cpu-pipeline-eager, pipeline-parallel and pipeline-transfer applied, 
 ``two_nodes_harness.CASES``: rank 1 of stage 0 raising in its forward, node 1's worker of tensor-parallel rank
 1 killed, node 0 killed, a receive timeout on rank 1 of the last stage (rank 1 of stage 0 silent; the transfer
 timeout is 10 s there, and counts in its time). From the fault (the kill, or the fault hook's event) to the end
-of each node's last process, one run each.
+of each node's last process, ``--runs`` runs of each case (in turn: case a, case b, ..., then again).
 
-Last line: ``<case>_node0_s=S <case>_node1_s=S <case>_both_s=S ...`` (both: the later of the two; ``nan`` for
-a node whose processes outlived the tier's wait). Usage: python bench/kill_to_exit.py [CASE ...] (as root).
+Last line: ``<case>_node0_s=S <case>_node1_s=S <case>_both_s=S ...``, the medians over the runs (both: the
+later of the two; ``nan`` for a node whose processes outlived the tier's wait, and in a median that has one).
+Usage: python bench/kill_to_exit.py [--runs N] [CASE ...] (as root).
 """
 from __future__ import annotations
 
+import argparse
 import math
+import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -26,42 +28,45 @@ ENV = {"VLLM_PP_TRANSFER_TIMEOUT_S": "20", "VLLM_PP_START_UP_TIMEOUT_S": "300"}
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("cases", nargs="*", metavar="CASE", help=f"of {', '.join(t.CASES)} (default: all)")
+    args = parser.parse_args()
+    args.cases = args.cases or list(t.CASES)
+    unknown = [name for name in args.cases if name not in t.CASES]
+    if unknown:
+        parser.error(f"no case {', '.join(unknown)}; cases: {', '.join(t.CASES)}")
     missing = t.missing_tools()
     if missing:
         raise SystemExit(f"bench/kill_to_exit.py needs {', '.join(missing)}")
-    names = sys.argv[1:] or list(t.CASES)
-    unknown = [name for name in names if name not in t.CASES]
-    if unknown:
-        raise SystemExit(f"bench/kill_to_exit.py: no case {', '.join(unknown)}; cases: {', '.join(t.CASES)}")
-    env = h.venv()
+    env, work, model = h.bench_work("kill-to-exit")
     python, root = env / "bin" / "python", h.site_packages(env)
-    work = Path(tempfile.mkdtemp(prefix="patchspec-bench-kill-to-exit-"))
-    print(f"logs: {work}", flush=True)
-    model = h.write_checkpoint(env, work / "model")
     request = {"model": str(model), "prompts": h.token_prompts(12, 8, 40, seed=0), "scored": [], "max_tokens": 24}
     hooks = {**ENV, "PYTHONPATH": h.pythonpath(t.HERE / "fault")}
     t.remove_stale()
-    h.unapply_leftovers(root)
-    applied, figures = [], {}
+    seconds: dict[str, list[tuple[float, float]]] = {name: [] for name in args.cases}
     try:
-        for spec in h.SPECS:
-            h.apply(spec, root)
-            applied.append(spec)
-        for name in names:
-            out = t.run_case(python, request, work / name, t.CASES[name], hooks)
-            fault = t.fault_at(out)
-            seconds = {rank: float("nan") if fault is None or at is None else at - fault
-                       for rank, at in out["exited"].items()}
-            both = float("nan") if any(map(math.isnan, seconds.values())) else max(seconds.values())
-            figures[name] = (seconds[0], seconds[1], both)
-            print(f"{name}: node 0 exited {seconds[0]:.1f} s and node 1 {seconds[1]:.1f} s after the fault, "
-                  f"processes left {out['left']}", flush=True)
+        with h.patched(root) as apply:
+            for spec in h.SPECS:
+                apply(spec)
+            for i in range(args.runs):
+                for name in args.cases:
+                    out = t.run_case(python, request, work / f"{name}_{i}", t.CASES[name], hooks)
+                    fault = t.fault_at(out)
+                    node0, node1 = (math.nan if fault is None or out["exited"][n] is None else out["exited"][n] - fault
+                                    for n in (0, 1))
+                    seconds[name].append((node0, node1))
+                    print(f"{name} run {i + 1}: node 0 exited {node0:.1f} s and node 1 {node1:.1f} s after the fault, "
+                          f"processes left {out['left']}", flush=True)
     finally:
-        for spec in applied:
-            h.unapply(spec, root)
         t.remove()
-    print(" ".join(f"{name}_node0_s={a:.1f} {name}_node1_s={b:.1f} {name}_both_s={c:.1f}"
-                   for name, (a, b, c) in figures.items()))
+    figures = []
+    for name, runs in seconds.items():
+        both = [max(a, b) if not (math.isnan(a) or math.isnan(b)) else math.nan for a, b in runs]
+        for key, values in (("node0", [a for a, _ in runs]), ("node1", [b for _, b in runs]), ("both", both)):
+            median = math.nan if any(map(math.isnan, values)) else statistics.median(values)
+            figures.append(f"{name}_{key}_s={median:.1f}")
+    print(" ".join(figures))
 
 
 if __name__ == "__main__":

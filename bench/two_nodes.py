@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -57,11 +56,8 @@ def main() -> None:
     missing = t.missing_tools()
     if missing:
         raise SystemExit(f"bench/two_nodes.py needs {', '.join(missing)}")
-    env = h.venv()
+    env, work, model = h.bench_work("two-nodes", HIDDEN)
     python, root = env / "bin" / "python", h.site_packages(env)
-    work = Path(tempfile.mkdtemp(prefix="patchspec-bench-two-nodes-"))
-    print(f"logs: {work}", flush=True)
-    model = h.write_checkpoint(env, work / "model", HIDDEN)
     request = {"model": str(model), "prompts": h.token_prompts(REQUESTS, 16, 48, seed=2),
                "scored": h.token_prompts(REQUESTS, 100, 300, seed=3), "max_tokens": MAX_TOKENS}
     runs: dict[str, dict] = {}
@@ -78,20 +74,15 @@ def main() -> None:
         runs[name] = result
 
     t.remove_stale()
-    h.unapply_leftovers(root)
-    applied = []
     try:
-        for spec in (h.EAGER_SPEC, h.PP_SPEC):
-            h.apply(spec, root)
-            applied.append(spec)
-        run("pp1", single=True)
-        run("pp2_stock")
-        h.apply(h.TRANSFER_SPEC, root)
-        applied.append(h.TRANSFER_SPEC)
-        run("pp2_transfer")
+        with h.patched(root) as apply:
+            for spec in (h.EAGER_SPEC, h.PP_SPEC):
+                apply(spec)
+            run("pp1", single=True)
+            run("pp2_stock")
+            apply(h.TRANSFER_SPEC)
+            run("pp2_transfer")
     finally:
-        for spec in applied:
-            h.unapply(spec, root)
         t.remove()
 
     rate, latency, median, blocked = {}, {}, {}, {}

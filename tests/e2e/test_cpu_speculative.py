@@ -34,33 +34,25 @@ PIPELINE = {"0.30.0": True, "0.32.0": False}
 def runs(request, tmp_path_factory):
     version = request.param
     env = h.venv(version)
-    root = h.site_packages(env)
     work = tmp_path_factory.mktemp(f"e2e-spec-{version}")
     model = h.write_checkpoint(env, work / "model", cycling=True)
-    h.unapply_leftovers(root)
     out: dict = {"version": version}
-    applied = []
 
     def run(name: str, pp: int, speculative: dict | None = NGRAM, **kw) -> None:
         out[name] = h.run_engine(env, model, pp, PROMPTS, MAX_TOKENS, work / f"{name}.log", speculative=speculative,
                                  **kw)
 
-    try:
+    with h.patched(h.site_packages(env)) as apply:
         # stock files: 0.30.0 fails in the rejection sampler
         out["pp1_stock"] = h.failed_run_log(env, model, 1, PROMPTS, MAX_TOKENS, work / "pp1_stock.log", NGRAM)
         if KERNEL_FIX_NEEDED[version]:
-            h.apply(h.SPECULATIVE_SPEC, root)
-            applied.append(h.SPECULATIVE_SPEC)
+            apply(h.SPECULATIVE_SPEC)
         run("pp1_plain", 1, None)
         run("pp1", 1)
         if PIPELINE[version]:
             for spec in h.SPECS:
-                h.apply(spec, root)
-                applied.append(spec)
+                apply(spec)
             run("pp2", 2)
-    finally:
-        for spec in applied:
-            h.unapply(spec, root)
     return out
 
 

