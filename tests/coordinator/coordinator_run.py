@@ -263,6 +263,9 @@ class StandInModelRunner:
         self.received.append(digest(self.runner.consume(intermediate_tensors, num_tokens)))
         return None
 
+    def sample_tokens(self, grammar_output):
+        return "sampled"
+
 
 def worker_steps(stage: int, config) -> dict:
     """Each step through the release's own ``Worker.execute_model`` (bound to a stand-in worker holding
@@ -286,6 +289,10 @@ def worker_steps(stage: int, config) -> dict:
     for handle in worker._pp_send_work:
         handle.wait()
     out["received"] = worker.model_runner.received
+    try:  # the sample vLLM's executor asks every rank for after the step
+        out["sample"] = Worker.sample_tokens(worker, None)
+    except Exception as e:  # noqa: BLE001 - the executor's part: it carries the message only
+        out["sample"] = f"{type(e).__name__}: {e}"
     # stage 0 stays until stage 1 has read what it sent (0.30 reaps a dict's metadata send lazily)
     torch.distributed.barrier(group=ps.get_world_group().cpu_group)
     return out

@@ -220,7 +220,7 @@ def test_stats_line_on_both_stages(runs):
 
 def test_silent_peer_named_error_within_timeout_stock_blocks(runs):
     _, receiver = runs["silent_then_dead"]
-    assert receiver["error"].startswith("PipelinePeerError: pipeline transfer: receive from rank 0 failed or "
+    assert receiver["error"].startswith("PipelinePeerError: pipeline transfer: receive from rank 0 (stage 0) failed or "
                                         "timed out")
     assert TIMEOUT_S <= receiver["error_after_s"] < 2 * TIMEOUT_S
     _, stock = runs["silent_stock"]
@@ -272,6 +272,16 @@ def test_a_failed_step_on_stage_0_aborts_stage_1_stock_shifts_the_steps(runs):
     stock_sender, stock_receiver = runs["failed_step_stock"]
     assert stock_receiver["errors"] == []
     assert stock_receiver["received"] == [stock_sender["sent"][0], stock_sender["sent"][2]]
+
+
+def test_after_a_failed_step_every_rank_s_sample_raises_it_named_stock_samples(runs):
+    """``Worker.sample_tokens`` after the failed step: vLLM's executor carries only the output rank's message to
+    the engine, so the message itself starts with the error's name and says which rank failed in which step
+    (stock: the runner samples, and vLLM 0.30's answers a failed step with an empty output)."""
+    for stage in runs["failed_step"]:
+        assert stage["sample"].startswith("PipelineAbortError: PipelineAbortError: "), stage["sample"]
+        assert "OutOfMemoryError: out of memory in a long prefill" in stage["sample"]
+    assert [stage["sample"] for stage in runs["failed_step_stock"]] == ["sampled", "sampled"]
 
 
 def test_nodes_with_different_partitions_refuse_to_start_stock_starts(runs):

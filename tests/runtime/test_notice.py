@@ -130,8 +130,8 @@ def test_rank_1_of_stage_0_raising_ends_every_rank_with_its_name():
 def test_a_receive_timeout_on_rank_1_of_the_last_stage_ends_every_rank_with_its_name():
     got = _session([_rank_1_of_stage_0_silent], tp=2)["_rank_1_of_stage_0_silent"]
     assert sorted(got) == [0, 1, 2, 3], got
-    assert got[3][0].startswith("step raised PipelinePeerError: pipeline transfer: receive from rank 1 failed "
-                                "or timed out"), got[3]
+    assert got[3][0].startswith("step raised PipelinePeerError: pipeline transfer: receive from rank 1 "
+                                "(stage 0) failed or timed out"), got[3]
     for rank in (1, 2):  # rank 1 in its stuck collective; rank 2, the output rank, in the all-reduce
         assert got[rank][0].startswith(f"step raised {PipelinePeerError.__name__}: pipeline rank {rank} "
                                        "stopped: rank 3 in step 1 failed: PipelinePeerError: pipeline transfer: "

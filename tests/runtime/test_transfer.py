@@ -345,7 +345,7 @@ def test_desync_and_silent_peer_raise_named_errors(tp1):
                                           f"got {CASES[0][0] // 2}"),
         "magic": ("PipelineDesyncError", "bad header magic: expected 0x50505f4750495045, got 0xbadc0de"),
         "truncated": ("PipelineDesyncError", "message 0 truncated"),
-        "silent": ("PipelinePeerError", "receive from rank 0 failed or timed out (1.5 s"),
+        "silent": ("PipelinePeerError", "receive from rank 0 (stage 0) failed or timed out (1.5 s"),
     }
     for name, (error, text) in expected.items():
         kind, message, returned, after, _ = report[name]
@@ -406,7 +406,7 @@ def test_killed_peer_raises_within_timeout(tp2):
     assert got[2] == ([True] * 3, "returned", got[2][2])
     received, error, elapsed = got[3]
     assert received == [True] * 3
-    assert "receive from rank 1 failed or timed out" in error
+    assert "receive from rank 1 (stage 0) failed or timed out" in error
     assert elapsed < 8.0
 
 
@@ -640,8 +640,9 @@ def test_handshake_refuses_different_partitions_builds_and_versions_on_both_stag
                                            "VLLM_PP_LAYER_PARTITION on every node")
         assert out["model"].startswith(head + "num_layers ")
         mine, theirs = (build, 0x5EED) if stage == 0 else (0x5EED, build)
-        assert out["build"] == head + (f"build {mine:x} here, {theirs:x} there; apply the same build of the "
-                                       "fix on every node")
+        assert out["build"] == head + (f"build {mine:x} here, {theirs:x} there (the snippet package or a file "
+                                       "patchspec patched); apply the same specs with the same patchspec on every "
+                                       "node (patchspec status on each lists what is applied)")
         assert out["version"].startswith(head + "wire version ")
         for name, setting, here, there in (("max_num_seqs", "--max-num-seqs", 64, 128),
                                            ("bucketing", "VLLM_PROMPT_SEQ_BUCKET_MAX", "unset", "1024"),

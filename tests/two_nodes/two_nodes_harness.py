@@ -12,14 +12,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import re
-import select
+import shlex
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 HERE = Path(__file__).resolve().parent
 PREFIX_PATTERN = re.compile(r"[a-z][a-z0-9]{0,12}")  # the veth name (prefix + "0v") must fit Linux's 15 bytes
@@ -151,15 +154,19 @@ def node_env(node: Node, tmp: Path, extra: dict | None = None, tp: int = 1) -> d
     return env
 
 
-def start_node(python: Path, node: Node, request: dict, log: Path, extra_env: dict | None = None) -> subprocess.Popen:
-    """``node_main.py`` inside the node: its network namespace, a fresh mount namespace, a private /dev/shm.
-    Node 0's stdout is a pipe (vLLM's log and the events); everything else goes to ``log``."""
+def start_node(python: Path, node: Node, request: dict, log: Path, extra_env: dict | None = None,
+               binds: Sequence[tuple[Path, Path]] = ()) -> subprocess.Popen:
+    """``node_main.py`` inside the node: its network namespace, a fresh mount namespace, a private /dev/shm,
+    and each ``(file, over)`` of ``binds`` mounted over ``over`` (a file as this node alone sees it, as two
+    machines' site-packages may differ). Node 0's stdout is a pipe (vLLM's log and the events); everything
+    else goes to ``log``."""
     req = log.with_suffix(".request.json")
     tmp = log.parent / f"tmp{node.rank}"  # the node's own TMPDIR (vLLM's IPC socket paths)
     tmp.mkdir(exist_ok=True)
     req.write_text(json.dumps({**request, "node_rank": node.rank, "master_addr": NODES[0].ip,
                                "master_port": MASTER_PORT}))
-    wrapper = 'mount -t tmpfs -o size=2g tmpfs /dev/shm && exec "$@"'
+    mounts = "".join(f"mount --bind {shlex.quote(str(file))} {shlex.quote(str(over))} && " for file, over in binds)
+    wrapper = f'mount -t tmpfs -o size=2g tmpfs /dev/shm && {mounts}exec "$@"'
     cmd = ["ip", "netns", "exec", node.netns, "unshare", "--mount", "--propagation", "private", "sh", "-c", wrapper,
            "sh", str(python), str(HERE / "node_main.py"), str(req)]
     with open(log, "w") as out:
@@ -231,7 +238,8 @@ CASES = {
     "recv_timeout": Case(fault={"PATCHSPEC_FAIL_FORWARD": FAIL_AT, "PATCHSPEC_FAIL_RANK": "1",
                                 "PATCHSPEC_FAIL_KIND": "silent"}, env={"VLLM_PP_TRANSFER_TIMEOUT_S": "10"},
                          named=("rank 3 in step 3 failed: PipelinePeerError",
-                                "PipelinePeerError: pipeline transfer: receive from rank 1 failed or timed out")),
+                                "PipelinePeerError: pipeline transfer: receive from rank 1 (stage 0) failed or "
+                                "timed out")),
 }
 
 
@@ -255,7 +263,8 @@ def probe(python: Path, node: Node, drain: bool = False) -> tuple[int, str]:
 
 def run_deployment(python: Path, request: dict, logs: Path, extra_env: dict | None = None,
                    kill_after_steps: int = 10, reads: Path | None = None,
-                   node_envs: dict[int, dict] | None = None, kill_what: str = "node1") -> dict:
+                   node_envs: dict[int, dict] | None = None, kill_what: str = "node1",
+                   node_binds: dict[int, list[tuple[Path, Path]]] | None = None) -> dict:
     """Both nodes, from fresh namespaces to removed ones: node 0's result, then (``request["kill_phase"]``)
     ``kill_what`` (``KILLS``) killed after ``kill_after_steps`` steps of a long generation and what the
     nodes did then.
@@ -265,12 +274,14 @@ def run_deployment(python: Path, request: dict, logs: Path, extra_env: dict | No
     it outlived the deadline), the processes left in each namespace then, the link's qdisc lines and the bytes
     node 1 received over it. Processes are killed and namespaces removed on every path. With ``reads``,
     node N notes the checkpoint tensors it reads in ``reads/N`` (tests/e2e/reads). ``node_envs``: variables
-    for one node only (``{1: {...}}``), over ``extra_env``.
+    for one node only (``{1: {...}}``), over ``extra_env``; ``node_binds``: files one node sees in place of
+    the root's (``start_node``).
     """
     if kill_what not in KILLS:
         raise ValueError(f"kill_what={kill_what!r}: one of {KILLS}")
     logs.mkdir(parents=True, exist_ok=True)
     out: dict = {"events": {}, "killed_at": None, "node0_exit": None, "exited": {0: None, 1: None}}
+    reader = None
     create()
     try:
         out["qdisc"] = [link_rate(node) for node in NODES]
@@ -278,39 +289,36 @@ def run_deployment(python: Path, request: dict, logs: Path, extra_env: dict | No
                  **({"VLLM_PP_PROBE_PORT": str(PROBE_PORT)} if request.get("probe") else {}),
                  **(node_envs or {}).get(n.rank, {})} for n in NODES]
         if not request.get("single"):
-            start_node(python, NODES[1], request, logs / "node1.log", envs[1])
-        node0 = start_node(python, NODES[0], request, logs / "node0.out", envs[0])
+            start_node(python, NODES[1], request, logs / "node1.log", envs[1], (node_binds or {}).get(1, ()))
+        node0 = start_node(python, NODES[0], request, logs / "node0.out", envs[0], (node_binds or {}).get(0, ()))
         steps, deadline = 0, time.monotonic() + DEPLOYMENT_TIMEOUT_S
-        with open(logs / "node0.log", "w") as log:
-            while time.monotonic() < deadline:
-                if not select.select([node0.stdout], [], [], 1.0)[0]:
-                    continue
-                line = node0.stdout.readline()
-                if not line:
-                    break
-                log.write(line)
-                # a worker's lines come prefixed by vLLM ("(Worker_PP0_TP1 pid=N) PATCHSPEC {...}")
-                at = line.find(EVENT + "{")
-                if at < 0:
-                    continue
-                event = json.loads(line[at + len(EVENT):])
-                if event["event"] != "step":
-                    out["events"][event["event"]] = event
-                    continue
-                steps += 1
-                if steps != kill_after_steps:
-                    continue
-                if request.get("probe"):  # while both stages serve
-                    out["probes_before"] = [probe(python, node) for node in NODES]
-                if kill_what == "drain":
-                    out["drain"] = probe(python, NODES[0], drain=True)
-                else:
-                    kill(kill_what)
-                out["killed_at"] = time.monotonic()
-                # read after the kill: everything node 1 logged receiving has crossed its veth by then
-                out["node1_rx_bytes"] = rx_bytes(NODES[1])
-                if request.get("probe"):  # a stage gone (or draining)
-                    out["probes_after"] = [probe(python, node) for node in NODES]
+        events: queue.Queue[dict | None] = queue.Queue()
+        reader = threading.Thread(target=_pump, args=(node0.stdout, logs / "node0.log", events), daemon=True)
+        reader.start()
+        while (wait := deadline - time.monotonic()) > 0:
+            try:
+                event = events.get(timeout=wait)
+            except queue.Empty:
+                break
+            if event is None:  # node 0's stdout ended
+                break
+            if event["event"] != "step":
+                out["events"][event["event"]] = event
+                continue
+            steps += 1
+            if steps != kill_after_steps:
+                continue
+            if request.get("probe"):  # while both stages serve
+                out["probes_before"] = [probe(python, node) for node in NODES]
+            if kill_what == "drain":
+                out["drain"] = probe(python, NODES[0], drain=True)
+            else:
+                kill(kill_what)
+            out["killed_at"] = time.monotonic()
+            # read after the kill: everything node 1 logged receiving has crossed its veth by then
+            out["node1_rx_bytes"] = rx_bytes(NODES[1])
+            if request.get("probe"):  # a stage gone (or draining)
+                out["probes_after"] = [probe(python, node) for node in NODES]
         try:
             out["node0_exit"] = node0.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -327,6 +335,23 @@ def run_deployment(python: Path, request: dict, logs: Path, extra_env: dict | No
         return out
     finally:
         remove()
+        if reader is not None:  # node 0's processes are gone: its stdout ends, and with it node0.log
+            reader.join(timeout=COMMAND_TIMEOUT_S)
+
+
+def _pump(stream: IO[str], log: Path, events: queue.Queue[dict | None]) -> None:
+    """Copy node 0's stdout (vLLM's log and the events) to ``log`` and put each event on ``events``, then None
+    at its end. A thread, so the pipe never fills while the tier probes or kills: a node whose stdout is full
+    blocks in its logging, the probe endpoint's drain with it (``POST /drain`` timed out under load)."""
+    with open(log, "w") as out:
+        for line in stream:
+            out.write(line)
+            out.flush()
+            # a worker's lines come prefixed by vLLM ("(Worker_PP0_TP1 pid=N) PATCHSPEC {...}")
+            at = line.find(EVENT + "{")
+            if at >= 0:
+                events.put(json.loads(line[at + len(EVENT):]))
+    events.put(None)
 
 
 def run_case(python: Path, request: dict, logs: Path, case: Case, env: dict) -> dict:

@@ -373,8 +373,10 @@ def _check(
         )
     if theirs["build"] != mine["build"]:
         refuse(
-            f"build {mine['build']:x} here, {theirs['build']:x} there",
-            "apply the same build of the fix on every node",
+            f"build {mine['build']:x} here, {theirs['build']:x} there (the snippet "
+            "package or a file patchspec patched)",
+            "apply the same specs with the same patchspec on every node "
+            "(patchspec status on each lists what is applied)",
         )
     for name, variable in (
         ("stages", "--pipeline-parallel-size"),

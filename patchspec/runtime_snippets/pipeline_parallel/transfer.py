@@ -492,8 +492,8 @@ class StageTransfer:
         # global ranks, for messages
         self._next_rank = self._pp.ranks[self._next]
         self._prev_rank = self._pp.ranks[self._prev]
-        self._sending = f"send to rank {self._next_rank}"
-        self._receiving = f"receive from rank {self._prev_rank}"
+        self._sending = f"send to rank {self._next_rank} (stage {self._next})"
+        self._receiving = f"receive from rank {self._prev_rank} (stage {self._prev})"
         self._posted: tuple[int, dist.Work, _Forecast | None] | None = None
         self._last_layout: Layout | None = None  # of the last whole message
         self._logs_stats = self._stats_every > 0 and self._tp_rank == 0
