@@ -15,9 +15,11 @@ stage's tensors and sampling call in both worker processes, and of the scheduler
 to do (``e2e_harness.bubble_steps``), over all steps.
 
 The last line: ``greedy_match=<k>/<n> top1_match=<k>/<n> pp2_fix_vs_stock=<ratio>
-pp2_fix_vs_stock_h1024=<ratio> overlap=<fraction> bubbles=<fraction>`` (size 2 with the fix against
-size 1 on the tier's model; ratios are generated tokens/s, fix over stock; overlap and bubbles of the
-fix at hidden 1024). Usage: python bench/e2e.py [--runs N]
+pp2_fix_vs_stock_h1024=<ratio> overlap=<fraction> bubbles=<fraction> stock_spread=<ratio>`` (size 2
+with the fix against size 1 on the tier's model; ratios are generated tokens/s, fix over stock; overlap
+and bubbles of the fix at hidden 1024; stock_spread: the fastest of stock's size-2 runs at hidden 128 over
+its slowest, how stable the baseline is). Each configuration's line gives every run's tokens/s and steps.
+Usage: python bench/e2e.py [--runs N]
 """
 from __future__ import annotations
 
@@ -122,8 +124,10 @@ def main() -> None:
 
     rate, overlap, bubbles = {}, {}, {}
     for name, results in runs.items():
-        rate[name] = statistics.median(r["generated"] / r["generate_s"] for r in results)
-        line = f"{name}: {len(results)} run(s), median {rate[name]:.0f} tokens/s, {len(results[0]['steps'])} steps"
+        each = [r["generated"] / r["generate_s"] for r in results]
+        rate[name] = statistics.median(each)
+        line = (f"{name}: {len(results)} run(s), median {rate[name]:.0f} tokens/s (each: "
+                f"{', '.join(f'{x:.0f}' for x in each)}), steps {', '.join(str(len(r['steps'])) for r in results)}")
         if "timing" in results[0]:  # size 2
             bubbles[name] = statistics.median(len(h.bubble_steps(r["steps"])) / len(r["steps"]) for r in results)
             line += f", bubbles {bubbles[name]:.3f}"
@@ -140,10 +144,11 @@ def main() -> None:
     agree, total, worst = h.top1_matches(one["scored"], fix["scored"])
     print(f"largest top-1 logprob difference: {worst:.2e}")
     wide = f"h{WIDE} pp2_fix"
+    stock = [r["generated"] / r["generate_s"] for r in runs["h128 pp2_stock"]]
     print(f"greedy_match={greedy}/{REQUESTS} top1_match={agree}/{total} "
           f"pp2_fix_vs_stock={rate['h128 pp2_fix'] / rate['h128 pp2_stock']:.2f} "
           f"pp2_fix_vs_stock_h1024={rate[wide] / rate[f'h{WIDE} pp2_stock']:.2f} "
-          f"overlap={overlap[wide]:.2f} bubbles={bubbles[wide]:.3f}")
+          f"overlap={overlap[wide]:.2f} bubbles={bubbles[wide]:.3f} stock_spread={max(stock) / min(stock):.2f}")
 
 
 if __name__ == "__main__":
