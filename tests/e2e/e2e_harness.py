@@ -94,16 +94,17 @@ def unapply_leftovers(root: Path) -> None:
 
 
 @contextlib.contextmanager
-def patched(root: Path, proof: bool = False) -> Iterator[Callable[[Path], str]]:
+def patched(root: Path, proof: bool = False) -> Iterator[Callable[..., str]]:
     """Undo what an interrupted run left on the cached venv's ``root``, then yield ``apply(spec)`` (its
     report); every spec it applied is unapplied at the end, in the order of apply (unapply of one must not
     depend on another), whatever happened in between. Without ``proof`` the specs are applied with
-    ``--no-verify``: the engine runs that follow are what shows the patched code runs (tests/e2e/
-    test_verify_venvs.py and test_cpu_pipeline.py keep apply's own proof of every spec, about 20 s each)."""
+    ``--no-verify`` unless the call asks (``apply(spec, proof=True)``): the engine runs that follow are what
+    shows the patched code runs (test_verify_venvs.py, test_cpu_pipeline.py and test_cpu_speculative.py keep
+    apply's own proof of every shipped spec, about 20 s each)."""
     unapply_leftovers(root)
     done: list[Path] = []
 
-    def add(spec: Path) -> str:
+    def add(spec: Path, proof: bool = proof) -> str:
         report = apply(spec, root, proof)
         done.append(spec)
         return report

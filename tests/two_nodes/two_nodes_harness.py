@@ -343,15 +343,18 @@ def _pump(stream: IO[str], log: Path, events: queue.Queue[dict | None]) -> None:
     """Copy node 0's stdout (vLLM's log and the events) to ``log`` and put each event on ``events``, then None
     at its end. A thread, so the pipe never fills while the tier probes or kills: a node whose stdout is full
     blocks in its logging, the probe endpoint's drain with it (``POST /drain`` timed out under load)."""
-    with open(log, "w") as out:
-        for line in stream:
-            out.write(line)
-            out.flush()
-            # a worker's lines come prefixed by vLLM ("(Worker_PP0_TP1 pid=N) PATCHSPEC {...}")
-            at = line.find(EVENT + "{")
-            if at >= 0:
-                events.put(json.loads(line[at + len(EVENT):]))
-    events.put(None)
+    try:
+        with open(log, "w") as out:
+            for line in stream:
+                out.write(line)
+                out.flush()
+                # a worker's lines come prefixed by vLLM ("(Worker_PP0_TP1 pid=N) PATCHSPEC {...}")
+                at = line.find(EVENT + "{")
+                if at >= 0:
+                    with contextlib.suppress(ValueError):  # an event another process's output cut: in the log only
+                        events.put(json.loads(line[at + len(EVENT):]))
+    finally:
+        events.put(None)
 
 
 def run_case(python: Path, request: dict, logs: Path, case: Case, env: dict) -> dict:
