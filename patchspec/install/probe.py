@@ -308,8 +308,15 @@ def _fallback_builder(module: types.ModuleType, cls: Any) -> tuple[str, Any, str
 
 
 def _is_or_holds(value: Any, cls: type) -> bool:
-    """``value`` is ``cls``, or an instance of it (pyrsistent's ``_EMPTY_PVECTOR``)."""
-    return value is cls or isinstance(value, cls)
+    """``value`` is ``cls``, or an instance of it (pyrsistent's ``_EMPTY_PVECTOR``). A class that refuses
+    instance checks (a ``typing.Protocol`` that is not runtime-checkable: attrs' ``AttrsInstance``) holds
+    nothing that can be told."""
+    if value is cls:
+        return True
+    try:
+        return isinstance(value, cls)
+    except TypeError:
+        return False
 
 
 def _aliases(body: list[ast.stmt], top: str) -> list[str]:

@@ -194,3 +194,44 @@ def test_a_function_a_wrapper_object_keeps_as_func_is_followed(tmp_path, capsys)
     _, rows, python = _verify(tmp_path, capsys, {"vpkg/__init__.py": "", "vpkg/mod.py": CURRY}, CURRY_SPEC)
     assert "line(s) 20 in the live code of vpkg.mod.memoize" in rows["memo#0"], rows
     assert run(python, code="import vpkg.mod; print(vpkg.mod.memoize(2))") == ["HOOK memo", "4"]
+
+
+PROTOCOL = '''from typing import Protocol
+
+
+class Sized(Protocol):
+    def size(self) -> int: ...
+
+
+class Box:
+    def size(self):
+        return 3
+
+
+BOX = Box()
+
+
+def box():
+    return BOX
+'''
+
+PROTOCOL_SPEC = '''spec: 1
+name: vtoy
+summary: A member added to a typing Protocol that is not runtime-checkable.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: sized
+    file: vpkg/__init__.py
+    function: Sized
+    transforms:
+      - add_method: {name: describe, with: describe}
+'''
+
+
+def test_a_member_added_to_a_protocol_that_is_not_runtime_checkable_is_live(tmp_path, capsys):
+    """attrs' ``AttrsInstance`` (the corpus judging every transform it generates). Before: "reaching it raised
+    TypeError: Instance and class checks can only be used with @runtime_checkable protocols", the change
+    undone: the proof's subclass check of the package's public classes raised on the protocol."""
+    _, rows, python = _verify(tmp_path, capsys, {"vpkg/__init__.py": PROTOCOL}, PROTOCOL_SPEC)
+    assert "vpkg.Sized.describe on the live class" in rows["sized#0"], rows
+    assert run(python, code="import vpkg; print(vpkg.Sized.describe(None))") == ["described"]
