@@ -218,8 +218,6 @@ class SourceFile:
         accessors = scope.property_call(chosen.node, part)
         if accessors is not None and not chosen.path:   # ``value = property(_get, _set)``: its functions
             return self._property_functions(body, part, accessors, chosen.line, notes)
-        if not chosen.is_def and (aliased := self._aliased(body, part, chosen, notes)) is not None:
-            return aliased
         if not chosen.is_def:
             defs = [b for b in replaced if b.is_def]
             where = f" after its definition at line {defs[-1].line}" if defs else ""
@@ -277,29 +275,6 @@ class SourceFile:
             found[kind] = cast(DefNode, node[0])   # not asked for an assignment: a definition
         notes.append(f"{part} is `property({', '.join(names.values())})` at line {line}")
         return found.pop("getter"), found
-
-    def _aliased(self, body: list[ast.stmt], part: str, chosen: scope.Binding,
-                 notes: list[str]) -> tuple[TargetNode, dict[str, DefNode] | None] | None:
-        """``part = other`` at this level (in no branch), ``other`` a definition bound before it: that
-        definition, the object both names hold (pyparsing's ``defaultName = default_name``); else None."""
-        node = chosen.node
-        if chosen.path or not (isinstance(node, ast.Assign) and len(node.targets) == 1
-                               and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Name)):
-            return None
-        other = node.value.id
-        if other == part:
-            return None
-        seen: list[str] = []
-        try:
-            found = self._live([s for s in body if s.lineno < chosen.line], other, None, seen)
-        except (TargetNotLive, TargetAmbiguous):
-            return None
-        if found is None:
-            return None
-        notes.extend(seen)
-        notes.append(f"{part} is `{part} = {other}` (line {chosen.line}): the definition of {other} (line "
-                     f"{found[0].lineno}), which both names hold")
-        return found
 
     def _refuse_rebound(self, parts: list[str], found: TargetNode) -> None:
         """A definition replaced after the module's statements ran: by a function's ``global`` rebinding

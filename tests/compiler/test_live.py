@@ -128,15 +128,6 @@ def _verdict(source: str, function: str, transform: dict, branch: str | None = N
                 return 1
             p = 2
         """, "A.p", "p is bound by `p = 2` at line 5", id="a property rebound"),
-    pytest.param("""
-        def f():
-            return 1
-        g = h
-        """, "g", "g is bound by `g = h` at line 3", id="an alias of a name with no definition here"),
-    pytest.param("""
-        if fast:
-            g = f
-        """, "g", "g is bound", id="an alias in a branch"),
 ])
 def test_a_target_that_is_not_the_live_binding_is_refused_naming_the_binding(source, function, why):
     status, detail = _verdict(source, function, WRAP)
@@ -195,26 +186,6 @@ PROPERTY = """
     pytest.param(PROPERTY, "A.p", None, 3, id="Class.prop is the getter"),
     pytest.param(PROPERTY, "A.p.setter", None, 7, id="Class.prop.setter is the setter"),
     pytest.param(PROPERTY, "A.p.deleter", None, 11, id="Class.prop.deleter is the deleter"),
-    pytest.param("""
-        class A:
-            @property
-            def default_name(self):
-                return 1
-            defaultName = default_name
-        """, "A.defaultName", None, 3, id="a class-level alias is the definition it holds (pyparsing)"),
-    pytest.param("""
-        def f():
-            return 1
-        g = f
-        h = g
-        """, "h", None, 1, id="an alias of an alias"),
-    pytest.param("""
-        def f():
-            return 1
-        g = f
-        def f():
-            return 2
-        """, "g", None, 1, id="an alias holds the definition bound before it, not a later one"),
 ])
 def test_the_live_definition_is_found(source, function, branch, line):
     assert SourceFile("m.py", textwrap.dedent(source).lstrip()).find(function, branch).lineno == line
