@@ -77,9 +77,10 @@ def test_each_stage_reads_pages_in_proportion_to_its_share(runs, kind, rank):
     total = sum(v["bytes"] for v in sizes.values())
     mine = sum(sizes[n]["bytes"] for n in share(runs, rank))
     stock, patched = runs["stock"][rank][kind]["disk_bytes"], runs["stages"][rank][kind]["disk_bytes"]
-    # stock reads every byte; the kernel may reclaim a few pages before they are counted (a clean-clone
-    # run once counted 54 KiB of 119.6 MB short, with DAMON running), so 1% may be missing
-    assert stock >= 0.99 * total, (stock, total)
+    # stock reads every byte; the kernel may reclaim some pages before they are counted (DAMON runs here:
+    # clean-clone runs counted 54 KiB of 119.6 MB short on their own, 2.0 MB with a corpus run beside), so 5%
+    # may be missing; the bound on the patched reads below is taken from what stock's counted
+    assert stock >= 0.95 * total, (stock, total)
     # mmap read-around pulls in neighbours of what a stage touches, so the bound is a quarter of the
     # others' bytes left unread; stock reads them all
     assert patched < stock - (total - mine) / 4, (patched, stock, mine, total,
