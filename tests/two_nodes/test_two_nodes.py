@@ -268,8 +268,13 @@ def test_a_drain_fails_both_probes_finishes_in_flight_requests_and_stops_both_no
     assert out["probes_before"] == [(0, "probe: both stages ready")] * 2
     draining = f"probe: pipeline stage 0 at 127.0.0.1:{t.PROBE_PORT} is draining"
     assert out["drain"] == (1, draining)
-    assert out["probes_after"] == [(1, draining), (1, f"probe: pipeline stage 0 at {t.NODES[0].ip}:{t.PROBE_PORT} "
-                                                      "is draining")]
+    # both pods' probes fail from the drain on: stage 0 draining, or already gone once its requests in flight
+    # finished (which comes first depends on how long a probe takes on a busy machine)
+    for (code, line), address in zip(out["probes_after"], ("127.0.0.1", t.NODES[0].ip), strict=True):
+        assert code == 1, line
+        gone = f"probe: the pipeline stage at {address}:{t.PROBE_PORT} is gone: [Errno "
+        assert line in (f"probe: pipeline stage 0 at {address}:{t.PROBE_PORT} is draining",
+                        gone + "111] Connection refused", gone + "104] Connection reset by peer"), line
     assert "finished" in out["events"]  # the requests in flight all finished
     assert out["node0_exit"] == 0
     assert None not in out["exited"].values() and out["left"] == {node.netns: [] for node in t.NODES}
