@@ -23,6 +23,7 @@ import importlib
 import importlib.util
 import json
 import os
+import pkgutil
 import py_compile
 import sys
 import traceback
@@ -109,6 +110,7 @@ def _prove(modules: list[dict[str, Any]], snippet_dir: str,
             module_rows[name] = _import_failure(exc, snippet_dir)
             continue
         module_rows[name] = {"status": "imported", "detail": getattr(module, "__file__", None) or ""}
+        _import_public_submodules(name.split(".")[0])
         fresh = _fresh_code(item["file"])
         stale = _stale_bytecode(item["file"])
         instead = _imported_instead(module, item["file"])
@@ -131,6 +133,19 @@ def _prove(modules: list[dict[str, Any]], snippet_dir: str,
 
 
 COMPILED = (".so", ".pyd")
+
+
+def _import_public_submodules(top: str) -> None:
+    """The top package's public submodules, imported as its callers import them: a name they bind is one
+    callers use, though the package's ``__init__`` may not import them (propcache's ``api``, served to
+    ``propcache.X`` by a module ``__getattr__``). One that fails to import is no name anyone reaches."""
+    package = sys.modules.get(top)
+    for info in pkgutil.iter_modules(getattr(package, "__path__", None) or []):
+        if not info.name.startswith("_") and f"{top}.{info.name}" not in sys.modules:
+            try:
+                importlib.import_module(f"{top}.{info.name}")
+            except Exception:  # noqa: BLE001 - a module may raise anything on import; SystemExit is not caught
+                continue
 
 
 def _show(module: types.ModuleType, check: Check, fresh: list[types.CodeType], snippet_dir: str) -> Row:

@@ -658,3 +658,32 @@ def test_the_static_warning_names_the_import_that_runs_not_the_one_under_type_ch
     out = capsys.readouterr().out
     assert ("warning: vpkg/__init__.py:7: vpkg.escape is bound in try by `from ._speedups import escape`, and from "
             "vpkg._native only in except ImportError (line 9)") in out, out
+
+
+LAZY_INIT = '''def __getattr__(name):  # the public names served from api on first use (propcache's facade)
+    from . import api
+    return getattr(api, name)
+'''
+
+CHOOSER = '''try:
+    from ._speedups import escape as escape_c
+    escape = escape_c
+except ImportError:
+    from ._native import escape
+'''
+
+
+def test_an_accelerator_chosen_in_a_module_only_a_public_submodule_imports_is_not_live(tmp_path, capsys):
+    """propcache 0.2.0's shape (found by a spec written from the docs, not by the corpus): ``propcache.api``
+    imports from ``_helpers``, which binds the Cython class over the pure one, and ``propcache/__init__.py``
+    imports neither (a module ``__getattr__`` serves them). Before: apply and verify said "1 live", and
+    callers of ``vpkg.api.escape`` ran the compiled code: the proof never imported ``api``."""
+    python, site = make_venv(tmp_path / "venv")
+    install(site, {"vpkg/__init__.py": LAZY_INIT, "vpkg/api.py": "from ._choose import escape\n",
+                   "vpkg/_choose.py": CHOOSER, "vpkg/_native.py": NATIVE, "vpkg/md.py": MD})
+    so = build_extension(site / "vpkg", "vpkg._speedups", {"escape": "speedups:"})
+    spec = write_spec(tmp_path / "spec", SPEC, SNIPPET)
+    assert main(["apply", spec, "--root", str(site)]) == 2
+    err = capsys.readouterr().err
+    assert f"vpkg._choose.escape is vpkg._speedups.escape (compiled: {so})" in err, err
+    assert run(python, code="import vpkg.api; print(vpkg.api.escape('y'))") == ["speedups:y"]
