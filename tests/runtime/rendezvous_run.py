@@ -2,7 +2,8 @@
 
 ``python rendezvous_run.py RANK PORT WORLD_CHECK HANG``: rank 0 serves the rendezvous store and waits for the
 other rank, the other rank joins it; then, when ``HANG`` is 1, the start-up blocks as vllm-gaudi's HCCL world
-check does when one node runs it and the other does not. Prints ``started`` when the start-up ends.
+check does when one node runs it and the other does not. Prints ``started`` when the start-up ends (and
+names the start-up watch if its thread outlived the start-up).
 """
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ def main() -> None:
             store.wait(["done"])
         else:
             store.set("done", "1")
-    print("started", flush=True)
+    # a watch thread still inside a store call when the process exits aborts it (SIGABRT after "started")
+    running = [t.name for t in threading.enumerate() if t.name == "PipelineStartUpWatch"]
+    print("started" + (f" with {running} still running" if running else ""), flush=True)
 
 
 if __name__ == "__main__":

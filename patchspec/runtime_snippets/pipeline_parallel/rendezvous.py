@@ -49,6 +49,7 @@ REFUSED_KEY = "patchspec/pp/refused"
 EARLY_KEY = "patchspec/pp/early"
 HEARD_KEY = "patchspec/pp/refusal_heard"
 _POLL_S = 0.2
+_CLOSE_S = 5.0  # a store call on a live store takes milliseconds
 
 
 def store_address(init_method: str | None) -> tuple[str, int] | None:
@@ -82,9 +83,17 @@ class _StartUpWatch:
         self._early = json.loads(json.dumps(early, sort_keys=True, default=str))
         self._timeout_s = timeout_s
         self._deadline = time.monotonic() + timeout_s
-        threading.Thread(
+        self._thread = threading.Thread(
             target=self._run, daemon=True, name="PipelineStartUpWatch"
-        ).start()
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        """Start-up ended: stop watching, and let the thread drop its store client
+        before the caller goes on (a client still inside a call when the process exits
+        and rank 0's store goes away aborted the process: SIGABRT after start-up)."""
+        self.done.set()
+        self._thread.join(_CLOSE_S)
 
     def _run(self) -> None:
         host, port = self._address
@@ -100,6 +109,13 @@ class _StartUpWatch:
         except RuntimeError as e:
             self._stop(f"no rendezvous store at {host}:{port}: {e}")
             return
+        try:
+            self._watch(store)
+        except RuntimeError as e:  # rank 0's store went away
+            self._stop(f"the rendezvous store at {host}:{port} went away: {e}")
+
+    def _watch(self, store: dist.Store) -> None:
+        host, port = self._address
         store.set(f"{EARLY_KEY}/{self._rank}", json.dumps(self._early))
         compared = self._rank == 0
         while not self.done.wait(_POLL_S):
@@ -246,7 +262,7 @@ def refusals_shared(
     try:
         yield
     except Exception as e:
-        watch.done.set()
+        watch.close()
         try:
             _post(address, rank, world_size, e, timeout_s)
         except RuntimeError as post_error:
@@ -258,4 +274,4 @@ def refusals_shared(
             )
         raise
     finally:
-        watch.done.set()
+        watch.close()
