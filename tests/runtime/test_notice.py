@@ -16,7 +16,7 @@ import torch.distributed as dist
 from test_transfer import _case, _session
 
 from patchspec.runtime_snippets.pipeline_parallel import PipelineAbortError, PipelinePeerError, StageTransfer
-from patchspec.runtime_snippets.pipeline_parallel.notice import FailureNotice, breakable
+from patchspec.runtime_snippets.pipeline_parallel.notice import FailureNotice, _break, breakable
 from patchspec.runtime_snippets.pipeline_parallel.transfer import in_step
 
 LONG_S = 120.0  # no timeout or grace below ends these runs: only the notice can
@@ -26,7 +26,8 @@ NEVER_TAG = 0x7777  # sent on by no one: a receive on it is a collective that ne
 
 def _stages(stage, pp_group, tp_group, timeout_s: float):
     world = dist.new_group(list(range(dist.get_world_size())))  # this scenario's notices only
-    notice = FailureNotice(world, breakable(pp_group) + breakable(tp_group), grace_s=LONG_S)
+    notice = FailureNotice(world, breakable(pp_group) + breakable(tp_group), grace_s=LONG_S,
+                           notice_wait_s=LONG_S)
     return StageTransfer(pp_group, tp_group, timeout_s=timeout_s, notice=notice), notice
 
 
@@ -140,3 +141,52 @@ def test_a_receive_timeout_on_rank_1_of_the_last_stage_ends_every_rank_with_its_
     for rank in range(4):
         assert got[rank][1] == f"next step refused: {PipelineAbortError.__name__}" or \
             got[rank][1] == f"next step refused: {PipelinePeerError.__name__}", got[rank]
+
+
+class _WaitSeen(threading.Event):
+    """``heard``, telling ``seen`` when someone starts waiting on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen = threading.Event()
+
+    def wait(self, timeout=None):
+        self.seen.set()
+        return super().wait(timeout)
+
+
+def _closed_before_the_notice(stage, pp_group, tp_group):
+    """Stage 0 breaks the pipeline group, as a rank that heard a notice does, and sends the notice only
+    when stage 1 has seen its receive fail and either waits for the notice or has raised without it: the
+    order the CI run met by chance (a peer's connection closed before the notice that explains it)."""
+    side = dist.new_group([0, 1])  # stage 1's "go", on a connection no break touches
+    xfer, notice = _stages(stage, pp_group, tp_group, LONG_S)
+    go = torch.ones(1)
+    if stage == 0:
+        _break(pp_group.cpu_group if hasattr(pp_group, "cpu_group") else pp_group, 1)
+        dist.recv(go, 1, group=side)
+        notice.announce(torch.OutOfMemoryError("out of device memory (test)"), step=1)
+        if notice.error is None:  # it announced (it had not heard stage 1's own notice first)
+            notice.sent.wait(LONG_S)
+        return ["announced"]
+    notice.heard = _WaitSeen()
+    sender = threading.Thread(target=lambda: (notice.heard.seen.wait(LONG_S), dist.send(go, 0, group=side)))
+    sender.start()
+    n, _ = _case(0)
+    try:
+        in_step(xfer, True, False, lambda: xfer.recv(n), receives=True)
+        events = ["step returned"]
+    except Exception as e:  # noqa: BLE001 - reported to the test
+        events = [f"step raised {type(e).__name__}: {e}"]
+    notice.heard.seen.set()  # raised without waiting: let stage 0 go on all the same
+    sender.join()
+    return events
+
+
+def test_a_connection_the_notice_closed_is_named_by_the_notice_not_blamed_on_the_peer():
+    """A rank whose peer broke the shared group on a notice raises the notice's error, not "receive from
+    rank 0 failed: Connection closed" (the CI run at acae172 met this order on two of its ranks)."""
+    got = _session([_closed_before_the_notice], tp=1)["_closed_before_the_notice"]
+    assert got[0] == ["announced"], got
+    assert got[1] == ["step raised PipelineAbortError: pipeline rank 1 stopped: rank 0 in step 1 failed: "
+                      "OutOfMemoryError: out of device memory (test)"], got[1]

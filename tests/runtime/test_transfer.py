@@ -47,7 +47,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _entry(rank, world, tp, port, results, scenarios, env):
+def _entry(rank, world, tp, port, results, released, scenarios, env):
     os.environ.update(env, GLOO_SOCKET_IFNAME="lo")  # gloo on 127.0.0.1 only
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=SESSION_S))
@@ -60,6 +60,9 @@ def _entry(rank, world, tp, port, results, scenarios, env):
         except BaseException:
             value = traceback.format_exc()
         results.put((scenario.__name__, rank, value))
+    # no rank's exit closes a connection before every rank has reported: a peer's exit is a scenario's
+    # event (one kills itself), never the end of a faster rank's session
+    released.wait(SESSION_S)
 
 
 def _session(scenarios, tp: int, env: dict | None = None) -> dict[str, dict[int, object]]:
@@ -69,22 +72,29 @@ def _session(scenarios, tp: int, env: dict | None = None) -> dict[str, dict[int,
     """
     ctx = mp.get_context("forkserver")  # children fork from one server that imported torch and this module
     ctx.set_forkserver_preload([__name__])
-    results = ctx.Queue()
+    results, released = ctx.Queue(), ctx.Event()
     port, world = _free_port(), 2 * tp
-    procs = [ctx.Process(target=_entry, args=(r, world, tp, port, results, scenarios, env or {}))
+    procs = [ctx.Process(target=_entry, args=(r, world, tp, port, results, released, scenarios, env or {}))
              for r in range(world)]
     for p in procs:
         p.start()
     got: dict[str, dict[int, object]] = {s.__name__: {} for s in scenarios}
+
+    def reported(rank: int) -> bool:  # all its results are in, or it is gone
+        return all(rank in g for g in got.values()) or not procs[rank].is_alive()
+
     deadline = time.monotonic() + SESSION_S
     try:
-        while sum(map(len, got.values())) < world * len(scenarios) and time.monotonic() < deadline:
+        while not all(map(reported, range(world))) and time.monotonic() < deadline:
             try:
                 name, rank, value = results.get(timeout=0.2)
                 got[name][rank] = value
             except queue.Empty:
-                if not any(p.is_alive() for p in procs) and results.empty():
-                    break
+                pass
+        while not results.empty():  # what a rank put just before it ended
+            name, rank, value = results.get()
+            got[name][rank] = value
+        released.set()
         for p in procs:
             p.join(max(0.0, deadline - time.monotonic()))
     finally:

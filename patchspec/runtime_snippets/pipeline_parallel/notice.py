@@ -15,7 +15,10 @@ completes, until ``VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS`` ends the run with an unn
   each of its gloo groups the step may wait in (the transfer's, the tensor-parallel
   ones) is broken (a timed-out operation ends a gloo context, and every operation
   pending on it fails at once), and the transfer and :func:`in_step` raise the heard
-  error in place of gloo's. On the output rank that is the error vLLM reports.
+  error in place of gloo's. On the output rank that is the error vLLM reports. A
+  break closes the connections of the broken groups, so a rank whose peer broke one
+  may see it close before the same notice reaches it: a closed connection waits for
+  the notice a moment (:meth:`FailureNotice.named`) before it is taken for the cause.
 - No step starts after a failure (:meth:`refuse`): a failed or told rank never enters
   the next step's collectives.
 - ``VLLM_PP_FAILURE_GRACE_S`` after the failure every rank that has not been shut
@@ -51,7 +54,13 @@ from .errors import (
 )
 from .stopping import stop_worker
 
-__all__ = ["FailureNotice", "StageWatch", "breakable", "failure_notice"]
+__all__ = [
+    "FailureNotice",
+    "StageWatch",
+    "breakable",
+    "closed_connection",
+    "failure_notice",
+]
 
 logger = get_logger(__name__)
 
@@ -63,7 +72,8 @@ _BREAK_AFTER = timedelta(milliseconds=1)
 # Never sent on: a receive posted on it ends only when the peer's connection does.
 _WATCH_TAG = 0x5051
 _ANNOUNCE_BEFORE_STOP_S = 1.0
-_NOTICE_AFTER_BREAK_S = 1.0
+# a closed connection waits this long for the notice that may explain it
+_NOTICE_AFTER_CLOSE_S = 2.0
 # errors a notice keeps the class of; any other arrives as PipelineAbortError
 _NAMED = {
     cls.__name__: cls
@@ -96,18 +106,28 @@ def breakable(group: Any) -> list[tuple[dist.ProcessGroup, int]]:
     return out
 
 
+def closed_connection(error: BaseException) -> bool:
+    """``error`` is gloo's for a peer's connection that closed or broke (not a timeout,
+    not an error of the step's own code): a rank breaking its groups on a notice causes
+    it, so the notice that explains it is on its way."""
+    text = str(error)
+    return type(error) is RuntimeError and "gloo" in text and "Timed out" not in text
+
+
 class FailureNotice:
     """This process's side of the failure notice; see the module docstring.
 
     ``world``: a gloo group of every rank of the world (vLLM's world group's
     ``cpu_group``); ``groups``: what :func:`breakable` returns for the groups this
-    rank's steps wait in."""
+    rank's steps wait in; ``notice_wait_s``: how long a closed connection waits for a
+    notice before it is taken for the cause (see :meth:`named`)."""
 
     def __init__(
         self,
         world: dist.ProcessGroup,
         groups: list[tuple[dist.ProcessGroup, int]],
         grace_s: float | None = None,
+        notice_wait_s: float = _NOTICE_AFTER_CLOSE_S,
     ):
         self._world = world
         self._groups = groups
@@ -116,6 +136,7 @@ class FailureNotice:
             r for r in dist.get_process_group_ranks(world) if r != self._rank
         ]
         self._grace_s = envs.VLLM_PP_FAILURE_GRACE_S if grace_s is None else grace_s
+        self.notice_wait_s = notice_wait_s
         self._lock = threading.Lock()
         self._depth = 0  # steps (in_step calls) this rank's main thread is inside
         self.error: PipelineTransferError | None = None  # heard from another rank
@@ -157,7 +178,12 @@ class FailureNotice:
 
     def named(self, error: BaseException) -> BaseException:
         """What to raise for ``error``, which ended a step: the heard error, if one
-        interrupted it."""
+        interrupted it. A rank that hears a notice breaks its groups, which closes its
+        peers' connections, and a peer may see its connection close before the same
+        notice reaches it: an error that is a closed connection waits for the notice
+        (``notice_wait_s``) before it is taken for the cause."""
+        if closed_connection(error) and not self.ending:
+            self.heard.wait(self.notice_wait_s)
         return error if self.error is None else type(self.error)(str(self.error))
 
     def announce(self, error: BaseException, step: int | None = None) -> None:
@@ -285,7 +311,7 @@ class StageWatch:
             # too before taking a closed connection for a dead stage
             if self.closing or (
                 notice is not None
-                and (notice.heard.wait(_NOTICE_AFTER_BREAK_S) or notice.ending)
+                and (notice.heard.wait(notice.notice_wait_s) or notice.ending)
             ):
                 return
             error = PipelinePeerError(

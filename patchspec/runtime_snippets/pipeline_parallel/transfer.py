@@ -871,8 +871,9 @@ class StageTransfer:
         try:
             work.wait(self._timeout)
         except RuntimeError as e:
-            if self.notice is not None and self.notice.error is not None:
-                raise self.notice.named(e) from e  # a notice broke the group
+            named = e if self.notice is None else self.notice.named(e)
+            if named is not e:  # a notice broke the group, or closed it on the peer
+                raise named from e
             raise PipelinePeerError(
                 f"pipeline transfer: {what} failed or timed out "
                 f"({self._timeout.total_seconds():g} s, VLLM_HPU_PP_TIMEOUT_S): {e}"
