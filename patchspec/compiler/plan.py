@@ -19,6 +19,7 @@ from patchspec.compiler.edits import Resolved as Resolved  # the resolver's row:
 from patchspec.compiler.emit import render_fragment, splice
 from patchspec.compiler.source import (
     STAND_IN_PREFIX,
+    Located,
     SourceError,
     SourceFile,
     TargetAmbiguous,
@@ -54,27 +55,62 @@ class Plan:
 def resolve(specs: Iterable[Spec], read: Callable[[str], str | None],
             has_package: Callable[[str], bool], only: set[str] | None = None,
             sources: dict[str, SourceFile] | None = None) -> Plan:
-    """``sources`` seeds the files already read and parsed, so that resolving again costs no re-parse."""
+    """``sources`` seeds the files already read and parsed, so that resolving again costs no re-parse.
+
+    Every target is located first, so that the transforms on one definition share it whatever name
+    reaches it (an alias, ``defaultName = default_name``, is the definition it holds): its edits are
+    rendered together and checked against each other, never one rendering in place of another."""
     specs = list(specs)
     plan = Plan([], dict(sources or {}), {})
-    needs = _needs(specs)
+    found = {(spec.name, target.id): _locate(plan, spec, target, read, has_package, only)
+             for spec in specs for target in spec.targets}
+    keys = _definition_keys(specs, found)
+    needs = _needs(specs, keys)
     for spec in specs:
         rows = []
         for target in spec.targets:
-            rows += _resolve_target(plan, spec, target, read, has_package, only, needs)
+            located = found[(spec.name, target.id)]
+            rows += located if isinstance(located, list) else \
+                _resolve_transforms(plan, spec, target, located, keys[(spec.name, target.id)], needs)
         _refuse_unbound(plan, spec, rows)
         plan.resolved += rows
     return plan
 
 
-def _needs(specs: list[Spec]) -> dict[tuple[str, str], tuple[frozenset[str], ...] | None]:
-    """By target definition, the names each pattern of the transforms on it needs (see ``Definition``);
+def _definition_keys(specs: list[Spec], found: dict[tuple[str, str], Located | list[Resolved]]
+                     ) -> dict[tuple[str, str], tuple[str, str]]:
+    """By (spec, target id), the key of the target's definition in ``Plan.definitions``: one key per
+    definition, however many targets and names reach it. The first name to reach a definition keys it,
+    ``(file, name)``, or ``(file, name@line)`` when that name keys another definition already (another
+    branch, a singledispatch ``_``)."""
+    by_node: dict[int, tuple[str, str]] = {}
+    out = {}
+    for spec in specs:
+        for target in spec.targets:
+            located = found[(spec.name, target.id)]
+            if isinstance(located, list):
+                continue
+            key = by_node.get(id(located.node))
+            if key is None:
+                key = (target.file, target.function)
+                if key in by_node.values():
+                    key = (target.file, f"{target.function}@{located.node.lineno}")
+                by_node[id(located.node)] = key
+            out[(spec.name, target.id)] = key
+    return out
+
+
+def _needs(specs: list[Spec], keys: dict[tuple[str, str], tuple[str, str]]
+           ) -> dict[tuple[str, str], tuple[frozenset[str], ...] | None]:
+    """By definition key, the names each pattern of the transforms on it needs (see ``Definition``);
     None when one of those transforms is not ``local``, has a pattern that needs no name, or a text that
     holds a stand-in's name (an anchor would match the stand-in, inserted code would be taken for one)."""
     found: dict[tuple[str, str], tuple[frozenset[str], ...] | None] = {}
     for spec in specs:
         for target in spec.targets:
-            key = (target.file, target.function)
+            key = keys.get((spec.name, target.id))
+            if key is None:
+                continue
             for transform in target.transforms:
                 kind = KINDS[transform.kind]
                 try:
@@ -100,15 +136,17 @@ def _refuse_unbound(plan: Plan, spec: Spec, rows: list[Resolved]) -> None:
             row.status, row.detail, row.lines = Status.UNBOUND, text, [row.line] if row.line else []
 
 
-def _resolve_target(plan: Plan, spec: Spec, target: Target, read: Callable[[str], str | None],
-                    has_package: Callable[[str], bool], only: set[str] | None,
-                    needs: dict[tuple[str, str], tuple[frozenset[str], ...] | None]) -> list[Resolved]:
-    def row(transform: Transform, status: Status, detail: str = "", lines: list[int] | None = None) -> Resolved:
-        return Resolved(spec.name, target.id, transform.index, transform.kind, target.file, target.function,
-                        status, None, detail, lines or [], spec_loc=transform.loc)
+def _row(spec: Spec, target: Target, transform: Transform, status: Status, detail: str = "",
+         lines: list[int] | None = None) -> Resolved:
+    return Resolved(spec.name, target.id, transform.index, transform.kind, target.file, target.function,
+                    status, None, detail, lines or [], spec_loc=transform.loc)
 
+
+def _locate(plan: Plan, spec: Spec, target: Target, read: Callable[[str], str | None],
+            has_package: Callable[[str], bool], only: set[str] | None) -> Located | list[Resolved]:
+    """The target's live definition, or a row per transform saying why there is none."""
     def each(status: Status, detail: str = "", lines: list[int] | None = None) -> list[Resolved]:
-        return [row(t, status, detail, lines) for t in target.transforms]
+        return [_row(spec, target, t, status, detail, lines) for t in target.transforms]
 
     if only is not None and target.package not in only:
         return each(Status.SKIPPED, f"package {target.package} not selected by --only")
@@ -132,16 +170,18 @@ def _resolve_target(plan: Plan, spec: Spec, target: Target, read: Callable[[str]
     if located is None:
         return each(Status.TARGET_MISSING, f"{target.function} is not defined in {target.file}"
                     f"{_did_you_mean(target.function, source)}")
-    key = (target.file, target.function)
+    return located
+
+
+def _resolve_transforms(plan: Plan, spec: Spec, target: Target, located: Located, key: tuple[str, str],
+                        needs: dict[tuple[str, str], tuple[frozenset[str], ...] | None]) -> list[Resolved]:
+    source = plan.sources[target.file]
     shared = plan.definitions.setdefault(key, Definition(source, located.node, target.function, needs.get(key)))
-    at = None
-    if shared.node is not located.node:   # another definition of the name (a branch, a singledispatch `_`)
-        at = (target.file, f"{target.function}@{located.node.lineno}")
-        shared = plan.definitions.setdefault(at, Definition(source, located.node, target.function, needs.get(key)))
+    at = None if key == (target.file, target.function) else key
     out = []
     for transform in target.transforms:
         ctx = TargetContext(shared, spec.alias, spec.marker, spec.name, acknowledged=transform.acknowledge)
-        resolved = row(transform, Status.OK)
+        resolved = _row(spec, target, transform, Status.OK)
         resolved.at = at
         try:
             resolved.line, resolved.edits = KINDS[transform.kind].resolve(ctx, transform.params)

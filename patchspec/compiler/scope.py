@@ -375,6 +375,37 @@ def attribute_assignments(tree: ast.Module, owner: str) -> list[tuple[str, ast.s
             for who, attr, value in _attribute_sets(stmt) if who == owner]
 
 
+_HOLDERS = ("staticmethod", "classmethod")
+
+
+def captured_by(body: list[ast.stmt], name: str, after: int, before: int) -> tuple[str, int] | None:
+    """The dotted name that keeps the object of ``name`` after a ``del name`` at line ``before`` (jinja2's
+    ``NodeType.__new__ = staticmethod(_failing_new)`` then ``del _failing_new``): a plain statement of this
+    level between lines ``after`` and ``before`` that binds a name or an attribute to ``name`` itself or to
+    ``staticmethod(name)``/``classmethod(name)``; the first one, and its line. None when nothing does."""
+    for stmt in body:
+        if not (after < stmt.lineno < before and isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            continue
+        value = stmt.value
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _HOLDERS \
+                and len(value.args) == 1 and not value.keywords:
+            value = value.args[0]
+        target = _dotted(stmt.targets[0])
+        if target is not None and _is(value, name):
+            return target, stmt.lineno
+    return None
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` of a name or an attribute chain of names; None for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        owner = _dotted(node.value)
+        return None if owner is None else f"{owner}.{node.attr}"
+    return None
+
+
 def keeps(stmt: ast.stmt, name: str) -> bool:
     """Whether a rebinding's value reads what it rebinds (``f = deco(f)``): it wraps the original."""
     value = getattr(stmt, "value", None)

@@ -60,6 +60,7 @@ class Located:
 
     node: TargetNode
     note: str = ""
+    kept_as: str | None = None  # the dotted name callers reach it by when a ``del`` removed its own name
 
 
 def is_assignment(node: ast.stmt, name: str) -> bool:
@@ -125,6 +126,11 @@ class SourceFile:
         return split_lines(self.text)
 
     @functools.cached_property
+    def _kept_as(self) -> dict[int, str]:
+        """By definition node, the name at its level that keeps it after a ``del`` of its own (``_captured``)."""
+        return {}
+
+    @functools.cached_property
     def newline(self) -> str:
         first = self.lines[0] if self.lines else "\n"
         return "\r\n" if first.endswith("\r\n") else "\n"
@@ -167,6 +173,7 @@ class SourceFile:
         scope_body: list[ast.stmt] = self.tree.body
         notes: list[str] = []
         found: TargetNode | None = None
+        kept_as: str | None = None
         parts = qualname.split(".")
         index = 0
         while index < len(parts):
@@ -185,11 +192,15 @@ class SourceFile:
             elif accessors:
                 named = ", ".join(f"{part}.{kind} its {kind}" for kind in sorted(accessors))
                 notes.append(f"{part} is a property: this is its getter (line {found.lineno}); {named}")
+            if id(found) in self._kept_as:
+                kept_as = ".".join([*parts[:index], self._kept_as[id(found)]])
+            elif kept_as is not None:
+                kept_as = f"{kept_as}.{part}"
             scope_body = getattr(found, "body", [])
             index += 1
         if found is not None:
             self._refuse_rebound(parts, found)
-        return Located(found, "; ".join(notes)) if found else None
+        return Located(found, "; ".join(notes), kept_as) if found else None
 
     def _live(self, body: list[ast.stmt], part: str, branch: str | None, notes: list[str],
               assignment: bool = False) -> tuple[TargetNode, dict[str, DefNode] | None] | None:
@@ -218,6 +229,10 @@ class SourceFile:
         accessors = scope.property_call(chosen.node, part)
         if accessors is not None and not chosen.path:   # ``value = property(_get, _set)``: its functions
             return self._property_functions(body, part, accessors, chosen.line, notes)
+        if not chosen.is_def and (aliased := self._aliased(body, part, chosen, notes)) is not None:
+            return aliased
+        if not chosen.is_def and (captured := self._captured(body, part, chosen, replaced, notes)) is not None:
+            return captured, None
         if not chosen.is_def:
             defs = [b for b in replaced if b.is_def]
             where = f" after its definition at line {defs[-1].line}" if defs else ""
@@ -275,6 +290,48 @@ class SourceFile:
             found[kind] = cast(DefNode, node[0])   # not asked for an assignment: a definition
         notes.append(f"{part} is `property({', '.join(names.values())})` at line {line}")
         return found.pop("getter"), found
+
+    def _aliased(self, body: list[ast.stmt], part: str, chosen: scope.Binding,
+                 notes: list[str]) -> tuple[TargetNode, dict[str, DefNode] | None] | None:
+        """``part = other`` at this level (in no branch), ``other`` a definition bound before it: that
+        definition, the object both names hold (pyparsing's ``defaultName = default_name``); else None."""
+        node = chosen.node
+        if chosen.path or not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                               and isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Name)):
+            return None
+        other = node.value.id
+        if other == part:
+            return None
+        seen: list[str] = []
+        try:
+            found = self._live([s for s in body if s.lineno < chosen.line], other, None, seen)
+        except (TargetNotLive, TargetAmbiguous):
+            return None
+        if found is None:
+            return None
+        notes.extend(seen)
+        notes.append(f"{part} is `{part} = {other}` (line {chosen.line}): the definition of {other} (line "
+                     f"{found[0].lineno}), which both names hold")
+        return found
+
+    def _captured(self, body: list[ast.stmt], part: str, chosen: scope.Binding, replaced: list[scope.Binding],
+                  notes: list[str]) -> DefNode | None:
+        """``del part`` at this level after a statement kept its definition under another name (see
+        ``scope.captured_by``): that definition, which callers reach under the name that keeps it; else None."""
+        node = chosen.node
+        if chosen.path or not (isinstance(node, ast.Delete) and len(node.targets) == 1):
+            return None
+        defs = [b for b in replaced if b.is_def and not b.path]
+        if not defs:
+            return None
+        found = cast(DefNode, defs[-1].node)
+        kept = scope.captured_by(body, part, found.end_lineno or found.lineno, chosen.line)
+        if kept is None:
+            return None
+        self._kept_as[id(found)] = kept[0]
+        notes.append(f"{part} is deleted at line {chosen.line} after `{kept[0]} = ...` (line {kept[1]}) kept its "
+                     f"definition (line {found.lineno}): callers reach it as {kept[0]}")
+        return found
 
     def _refuse_rebound(self, parts: list[str], found: TargetNode) -> None:
         """A definition replaced after the module's statements ran: by a function's ``global`` rebinding

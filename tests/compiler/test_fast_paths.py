@@ -132,7 +132,7 @@ def test_rebindings_agree_on_the_shapes_that_could_part_them(source):
 # names nothing, every definition is parsed whole, as before the partial parse: that is the oracle.
 
 def _whole(monkeypatch) -> None:
-    monkeypatch.setattr(plan, "_needs", lambda specs: {})
+    monkeypatch.setattr(plan, "_needs", lambda specs, keys: {})
 
 
 def _outcome(specs, read, has_package=lambda package: True) -> tuple:

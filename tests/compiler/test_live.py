@@ -7,8 +7,10 @@ import textwrap
 import pytest
 
 from patchspec.compiler import bindings
+from patchspec.compiler.edits import ConflictError
+from patchspec.compiler.plan import emit
 from patchspec.compiler.source import SourceFile
-from tests.compiler.helpers import make_spec, resolve, target
+from tests.compiler.helpers import make_spec, patch, resolve, target
 
 WRAP = {"wrap": {"with": "hook"}}
 
@@ -128,6 +130,27 @@ def _verdict(source: str, function: str, transform: dict, branch: str | None = N
                 return 1
             p = 2
         """, "A.p", "p is bound by `p = 2` at line 5", id="a property rebound"),
+    pytest.param("""
+        def f():
+            return 1
+        g = h
+        """, "g", "g is bound by `g = h` at line 3", id="an alias of a name with no definition here"),
+    pytest.param("""
+        if fast:
+            g = f
+        """, "g", "g is bound", id="an alias in a branch"),
+    pytest.param("""
+        def f():
+            return 1
+        register(f)
+        del f
+        """, "f", "f is bound by `del f` at line 4 after its definition at line 1", id="deleted, kept by no name"),
+    pytest.param("""
+        def f():
+            return 1
+        del f
+        A.f = f
+        """, "f", "f is bound by `del f` at line 3", id="deleted before the statement that would keep it"),
 ])
 def test_a_target_that_is_not_the_live_binding_is_refused_naming_the_binding(source, function, why):
     status, detail = _verdict(source, function, WRAP)
@@ -186,6 +209,40 @@ PROPERTY = """
     pytest.param(PROPERTY, "A.p", None, 3, id="Class.prop is the getter"),
     pytest.param(PROPERTY, "A.p.setter", None, 7, id="Class.prop.setter is the setter"),
     pytest.param(PROPERTY, "A.p.deleter", None, 11, id="Class.prop.deleter is the deleter"),
+    pytest.param("""
+        class A:
+            @property
+            def default_name(self):
+                return 1
+            defaultName = default_name
+        """, "A.defaultName", None, 3, id="a class-level alias is the definition it holds (pyparsing)"),
+    pytest.param("""
+        def f():
+            return 1
+        g = f
+        h = g
+        """, "h", None, 1, id="an alias of an alias"),
+    pytest.param("""
+        def f():
+            return 1
+        g = f
+        def f():
+            return 2
+        """, "g", None, 1, id="an alias holds the definition bound before it, not a later one"),
+    pytest.param("""
+        class NodeType(type):
+            pass
+        def _failing_new(*args):
+            raise TypeError
+        NodeType.__new__ = staticmethod(_failing_new)
+        del _failing_new
+        """, "_failing_new", None, 3, id="deleted after a class attribute kept it (jinja2)"),
+    pytest.param("""
+        def f():
+            return 1
+        g = f
+        del f
+        """, "f", None, 1, id="deleted after a name kept it"),
 ])
 def test_the_live_definition_is_found(source, function, branch, line):
     assert SourceFile("m.py", textwrap.dedent(source).lstrip()).find(function, branch).lineno == line
@@ -301,3 +358,37 @@ def test_uses_counts_a_member_the_spec_adds():
     spec = make_spec([target("A", {"add_attribute": {"name": "log", "value": "1"}})])
     added = bindings.spec_binds(spec)["pkg/mod.py"]
     assert bindings.check(["A.log"], ast.parse("class A:\n    pass\n"), added) == [("A.log", None)]
+
+
+ALIASED = """
+    class A:
+        @property
+        def default_name(self):
+            name = self.name
+            return name
+        defaultName = default_name
+    """
+
+
+def test_a_spec_naming_both_the_alias_and_its_definition_keeps_every_edit():
+    """Both names are one definition: both inserts are written (the plan rendered one name's edits in place
+    of the other's before, with no conflict: pyparsing's corpus row)."""
+    spec = make_spec([
+        target("A.default_name", {"insert_before": {"anchor": "return name", "code": "_s.first(self)"}}, id="a"),
+        target("A.defaultName", {"insert_after": {"anchor": "name = self.name", "code": "_s.second(self)"}},
+               id="b")])
+    text = patch(textwrap.dedent(ALIASED).lstrip(), spec)
+    assert "_s.first(self)" in text and "_s.second(self)" in text, text
+
+
+def test_a_rewrite_through_one_name_of_what_the_other_name_edits_is_one_conflict():
+    """The two names' edits are checked against each other as one definition's (the replace would have
+    dropped the other name's keyword, with exit 0)."""
+    spec = make_spec([
+        target("A.default_name", {"replace": {"pattern": "return str(name)", "by": "return str(name).upper()"}},
+               id="a"),
+        target("A.defaultName", {"add_argument": {"call": "str(name)", "keyword": "k", "value": "1"}}, id="b")])
+    plan = resolve(textwrap.dedent(ALIASED.replace("return name", "return str(name)")).lstrip(), spec)
+    assert not plan.errors, [r.detail for r in plan.errors]
+    with pytest.raises(ConflictError, match=r"a#0 \(replace, line 5\) rewrites the code that b#0 \(add_argument"):
+        emit(plan, [spec])
