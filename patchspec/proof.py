@@ -78,6 +78,7 @@ class Check(TypedDict, total=False):
     value: str
     first_line: int          # the definition's first line (its first decorator's)
     dispatcher: str          # a singledispatch handler: the dispatcher whose registry calls it
+    kept_as: str             # a definition whose own name a ``del`` removed: the name that keeps it
     name: str                # class-member: the member and whether it is a method
     method: bool
     lines: list[int]         # code-lines: the lines of the transform in the definition
@@ -164,11 +165,14 @@ def _expect(spec: Spec, r: Resolved, text: str | None, state: State,
         names = sorted(kind.binds(_params(spec, r)).module) or [name]
         return None, {**check, "owner": owner, "names": names}
     try:
-        node = SourceFile(r.file, text).find(r.function, _branch(spec, r))
+        located = SourceFile(r.file, text).locate(r.function, _branch(spec, r))
     except SourceError as exc:
         return str(exc), {}
-    if node is None:
+    if located is None:
         return f"{r.function} is not defined in {r.file} as patched", {}
+    node = located.node
+    if located.kept_as is not None:
+        check["kept_as"] = located.kept_as
     first = check["first_line"] = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
     registered = scope.registered_type(node)
     if registered:   # a singledispatch handler: what dispatch calls is in its dispatcher's registry

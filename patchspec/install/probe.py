@@ -501,10 +501,11 @@ def _reach(module: types.ModuleType, qualname: str) -> tuple[Any, str]:
 
 
 def _target(module: types.ModuleType, check: Check, fresh: list[types.CodeType]) -> tuple[Any, str]:
-    """The live object of a check: by its name (``_reach``), or for a singledispatch handler (``_``
+    """The live object of a check: by its name (``_reach``) or the name that keeps it after a ``del`` of its
+    own (``kept_as``), or for a singledispatch handler (``_``
     defined several times) the function its dispatcher's registry holds for the patched definition."""
     if "dispatcher" not in check:
-        return _reach(module, check["function"])
+        return _reach(module, check.get("kept_as") or check["function"])
     dispatcher, path = _reach(module, check["dispatcher"])
     registry = getattr(dispatcher, "registry", None) or getattr(getattr(dispatcher, "dispatcher", None),
                                                                 "registry", None)

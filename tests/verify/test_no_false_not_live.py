@@ -235,3 +235,42 @@ def test_a_member_added_to_a_protocol_that_is_not_runtime_checkable_is_live(tmp_
     _, rows, python = _verify(tmp_path, capsys, {"vpkg/__init__.py": PROTOCOL}, PROTOCOL_SPEC)
     assert "vpkg.Sized.describe on the live class" in rows["sized#0"], rows
     assert run(python, code="import vpkg; print(vpkg.Sized.describe(None))") == ["described"]
+
+
+CAPTURED = '''class NodeType(type):
+    def __call__(cls, *args):
+        return super().__call__(*args)
+
+
+def _failing_new(*args, **kwargs):
+    raise TypeError("can't create custom node types")
+
+
+NodeType.__new__ = staticmethod(_failing_new)
+del _failing_new
+'''
+
+CAPTURED_SPEC = '''spec: 1
+name: vtoy
+summary: A function deleted after a class kept it (jinja2's nodes._failing_new).
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: failing
+    file: vpkg/nodes.py
+    function: _failing_new
+    transforms:
+      - insert_before: {anchor: 'raise TypeError("can''t create custom node types")', code: "_v.seen('failing')"}
+      - wrap: {with: traced}
+'''
+
+
+def test_a_definition_deleted_after_a_class_kept_it_is_patched_where_callers_reach_it(tmp_path, capsys):
+    """jinja2 ``nodes._failing_new`` (docs/corpus.md class 13): ``NodeType.__new__ = staticmethod(_failing_new)``
+    then ``del _failing_new``. Before: "_failing_new is bound by `del _failing_new` at line 11 ...: that binding
+    is live, not a definition patchspec can patch", refused."""
+    files = {"vpkg/__init__.py": "", "vpkg/nodes.py": CAPTURED}
+    _, rows, python = _verify(tmp_path, capsys, files, CAPTURED_SPEC)
+    for row in ("failing#0", "failing#1"):
+        assert "vpkg.nodes.NodeType.__new__" in rows[row], rows
+    program = "import vpkg.nodes\ntry:\n    vpkg.nodes.NodeType('N', (), {})\nexcept TypeError as e:\n    print(e)"
+    assert run(python, code=program) == ["HOOK wrap", "HOOK failing", "can't create custom node types"]
