@@ -19,6 +19,9 @@ from hpu_stages import START_S, free_port, import_root
 from patchspec.runtime_snippets.pipeline_parallel import checked_world_without_hccl
 
 
+RELEASE = "release"  # every rank of the scenario has reported: tear the world down
+
+
 def _worker_main(root, rank, inbox, results):
     """Runs start-up scenarios one after another: each a fresh world of the first ``pp * tp`` ranks."""
     import_root(root)
@@ -40,6 +43,10 @@ def _worker_main(root, rank, inbox, results):
         except BaseException:
             results.put((rank, "crash", traceback.format_exc()))
         finally:
+            # no rank tears its world down before every rank of the scenario has reported: a rank that failed
+            # fast closed its connections while another was still connecting (CI under load: "Gloo
+            # connectFullMesh failed ... Connection closed by peer")
+            assert inbox.get() == RELEASE
             for name in env:
                 del os.environ[name]
             if dist.is_initialized():
@@ -67,6 +74,9 @@ def start_up(hpu_roots):
                 got[rank] = (what, value)
         except queue.Empty:
             raise TimeoutError(f"ranks {sorted(set(range(world)) - set(got))} did not start") from None
+        finally:
+            for r in range(world):
+                inboxes[r].put(RELEASE)
         return got
 
     yield run
