@@ -18,7 +18,6 @@ from hpu_stages import START_S, free_port, import_root
 
 from patchspec.runtime_snippets.pipeline_parallel import checked_world_without_hccl
 
-
 RELEASE = "release"  # every rank of the scenario has reported: tear the world down
 
 
