@@ -84,6 +84,7 @@ def _definition_keys(specs: list[Spec], found: dict[tuple[str, str], Located | l
     ``(file, name)``, or ``(file, name@line)`` when that name keys another definition already (another
     branch, a singledispatch ``_``)."""
     by_node: dict[int, tuple[str, str]] = {}
+    taken: set[tuple[str, str]] = set()
     out = {}
     for spec in specs:
         for target in spec.targets:
@@ -93,9 +94,10 @@ def _definition_keys(specs: list[Spec], found: dict[tuple[str, str], Located | l
             key = by_node.get(id(located.node))
             if key is None:
                 key = (target.file, target.function)
-                if key in by_node.values():
+                if key in taken:
                     key = (target.file, f"{target.function}@{located.node.lineno}")
                 by_node[id(located.node)] = key
+                taken.add(key)
             out[(spec.name, target.id)] = key
     return out
 

@@ -54,13 +54,7 @@ from .errors import (
 )
 from .stopping import stop_worker
 
-__all__ = [
-    "FailureNotice",
-    "StageWatch",
-    "breakable",
-    "closed_connection",
-    "failure_notice",
-]
+__all__ = ["FailureNotice", "StageWatch", "breakable", "failure_notice"]
 
 logger = get_logger(__name__)
 
