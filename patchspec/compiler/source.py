@@ -14,7 +14,7 @@ import functools
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import cast
+from typing import NamedTuple, cast
 
 import libcst as cst
 
@@ -52,6 +52,15 @@ class TargetAmbiguous(SourceError):
     def __init__(self, message: str, lines: list[int]) -> None:
         super().__init__(message)
         self.lines = lines
+
+
+class _Chosen(NamedTuple):
+    """One level's live definition of a name: the node, a property's other accessors by kind, and the
+    name at that level that keeps the definition when a ``del`` removed its own."""
+
+    node: TargetNode
+    accessors: dict[str, DefNode] | None = None
+    kept_as: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,11 +135,6 @@ class SourceFile:
         return split_lines(self.text)
 
     @functools.cached_property
-    def _kept_as(self) -> dict[int, str]:
-        """By definition node, the name at its level that keeps it after a ``del`` of its own (``_captured``)."""
-        return {}
-
-    @functools.cached_property
     def newline(self) -> str:
         first = self.lines[0] if self.lines else "\n"
         return "\r\n" if first.endswith("\r\n") else "\n"
@@ -181,7 +185,7 @@ class SourceFile:
             chosen = self._live(scope_body, part, branch, notes, assignments and index == len(parts) - 1)
             if chosen is None:
                 return None
-            found, accessors = chosen
+            found, accessors, kept = chosen
             if index + 1 < len(parts) and parts[index + 1] in scope.ACCESSORS and accessors is not None:
                 wanted = parts[index + 1]
                 if wanted not in accessors:
@@ -192,8 +196,8 @@ class SourceFile:
             elif accessors:
                 named = ", ".join(f"{part}.{kind} its {kind}" for kind in sorted(accessors))
                 notes.append(f"{part} is a property: this is its getter (line {found.lineno}); {named}")
-            if id(found) in self._kept_as:
-                kept_as = ".".join([*parts[:index], self._kept_as[id(found)]])
+            if kept is not None:
+                kept_as = ".".join([*parts[:index], kept])
             elif kept_as is not None:
                 kept_as = f"{kept_as}.{part}"
             scope_body = getattr(found, "body", [])
@@ -203,7 +207,7 @@ class SourceFile:
         return Located(found, "; ".join(notes), kept_as) if found else None
 
     def _live(self, body: list[ast.stmt], part: str, branch: str | None, notes: list[str],
-              assignment: bool = False) -> tuple[TargetNode, dict[str, DefNode] | None] | None:
+              assignment: bool = False) -> _Chosen | None:
         """The live definition of ``part`` in one level and, for a property, its accessors by kind."""
         every = scope.level_bindings(body, part)
         stubs = [b for b in every if scope.is_overload(b.node)]
@@ -211,7 +215,7 @@ class SourceFile:
         wrapping = [b for b in every if not b.is_def and scope.keeps(b.node, part)]
         bindings = [b for b in every if b not in stubs and b not in accessor and b not in wrapping]
         if scope.occurrence(branch) is not None and sum(b.is_def for b in bindings) > 1:
-            return self._occurrence(bindings, part, cast(str, branch), notes), None   # a branch: occurrence
+            return _Chosen(self._occurrence(bindings, part, cast(str, branch), notes))   # a branch: occurrence
         live = [b for b in bindings if not any(o.line > b.line and scope.encloses(o.path, b.path) for o in bindings)]
         replaced = [b for b in bindings if b not in live]
         if branch is not None and len(live) > 1:
@@ -225,14 +229,14 @@ class SourceFile:
             raise _several_live(part, live)
         chosen = live[0]
         if assignment and is_assignment(chosen.node, part):
-            return cast(ast.Assign | ast.AnnAssign, chosen.node), None
+            return _Chosen(cast(ast.Assign | ast.AnnAssign, chosen.node))
         accessors = scope.property_call(chosen.node, part)
         if accessors is not None and not chosen.path:   # ``value = property(_get, _set)``: its functions
             return self._property_functions(body, part, accessors, chosen.line, notes)
         if not chosen.is_def and (aliased := self._aliased(body, part, chosen, notes)) is not None:
             return aliased
         if not chosen.is_def and (captured := self._captured(body, part, chosen, replaced, notes)) is not None:
-            return captured, None
+            return captured
         if not chosen.is_def:
             defs = [b for b in replaced if b.is_def]
             where = f" after its definition at line {defs[-1].line}" if defs else ""
@@ -246,12 +250,12 @@ class SourceFile:
                 raise TargetNotLive(f"{part} is rebound by the @{part}.{scope.accessor_of(props[-1].node, part)} "
                                     f"function at line {props[-1].line}, and {part} (line {node.lineno}) is no "
                                     f"property", [props[-1].line])
-            return cast(DefNode, node), None   # a binding that is a definition (is_def)
+            return _Chosen(cast(DefNode, node))   # a binding that is a definition (is_def)
         kinds: dict[str, DefNode] = {}
         for b in props:   # each an accessor's function (``accessor_of`` named its kind)
             kinds[cast(str, scope.accessor_of(b.node, part))] = cast(DefNode, b.node)
         getter = kinds.pop("getter", cast(DefNode, node))
-        return getter, kinds
+        return _Chosen(getter, kinds)
 
     def _occurrence(self, bindings: list[scope.Binding], part: str, branch: str, notes: list[str]) -> DefNode:
         """The definition ``branch`` picks among several of ``part`` (``register(int)``, ``definition 2``):
@@ -278,7 +282,7 @@ class SourceFile:
         return cast(DefNode, chosen.node)   # one of defs
 
     def _property_functions(self, body: list[ast.stmt], part: str, names: dict[str, str], line: int,
-                            notes: list[str]) -> tuple[DefNode, dict[str, DefNode]]:
+                            notes: list[str]) -> _Chosen:
         """The getter and the other accessors of ``part = property(fget, ...)``: each the live definition
         of its name at the same level (``Box.value`` patches ``Box._get``)."""
         found: dict[str, DefNode] = {}
@@ -289,10 +293,10 @@ class SourceFile:
                                     f"no function defined before it at that level", [line])
             found[kind] = cast(DefNode, node[0])   # not asked for an assignment: a definition
         notes.append(f"{part} is `property({', '.join(names.values())})` at line {line}")
-        return found.pop("getter"), found
+        return _Chosen(found.pop("getter"), found)
 
     def _aliased(self, body: list[ast.stmt], part: str, chosen: scope.Binding,
-                 notes: list[str]) -> tuple[TargetNode, dict[str, DefNode] | None] | None:
+                 notes: list[str]) -> _Chosen | None:
         """``part = other`` at this level (in no branch), ``other`` a definition bound before it: that
         definition, the object both names hold (pyparsing's ``defaultName = default_name``); else None."""
         node = chosen.node
@@ -315,7 +319,7 @@ class SourceFile:
         return found
 
     def _captured(self, body: list[ast.stmt], part: str, chosen: scope.Binding, replaced: list[scope.Binding],
-                  notes: list[str]) -> DefNode | None:
+                  notes: list[str]) -> _Chosen | None:
         """``del part`` at this level after a statement kept its definition under another name (see
         ``scope.captured_by``): that definition, which callers reach under the name that keeps it; else None."""
         node = chosen.node
@@ -328,10 +332,9 @@ class SourceFile:
         kept = scope.captured_by(body, part, found.end_lineno or found.lineno, chosen.line)
         if kept is None:
             return None
-        self._kept_as[id(found)] = kept[0]
         notes.append(f"{part} is deleted at line {chosen.line} after `{kept[0]} = ...` (line {kept[1]}) kept its "
                      f"definition (line {found.lineno}): callers reach it as {kept[0]}")
-        return found
+        return _Chosen(found, None, kept[0])
 
     def _refuse_rebound(self, parts: list[str], found: TargetNode) -> None:
         """A definition replaced after the module's statements ran: by a function's ``global`` rebinding
