@@ -361,11 +361,12 @@ def _choices(value: ast.expr | None) -> list[str]:
 
 
 def _compiled(obj: Any) -> bool:
-    """A C function or a compiled module's function or class (an extension, mypyc, Cython)."""
+    """A C function or a compiled module's function or class (an extension, mypyc, Cython: a Cython
+    function carries a ``__code__`` of its own, so only a Python function is told apart)."""
     if isinstance(obj, types.BuiltinFunctionType):
         return True
     source = getattr(sys.modules.get(getattr(obj, "__module__", None) or ""), "__file__", None) or ""
-    return source.endswith(COMPILED) and (isinstance(obj, type) or not hasattr(obj, "__code__"))
+    return source.endswith(COMPILED) and not isinstance(obj, types.FunctionType)
 
 
 def _reaches(obj: Any, target: Any) -> bool:

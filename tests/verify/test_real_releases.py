@@ -139,3 +139,32 @@ def test_yarl_quoting_py_is_chosen_by_a_sibling_module_and_init_warns_of_it(tmp_
     assert f"yarl._quoting._Quoter is yarl._quoting_c._Quoter (compiled: {compiled[0]})" in err, err
     assert "--no-verify" not in err
     assert tree(site) == before
+
+
+RAPIDFUZZ = '''spec: 1
+name: vtoy
+summary: A hook in rapidfuzz's pure ratio.
+snippets: {package: vsnips, alias: _v, path: snips}
+targets:
+  - id: ratio
+    file: rapidfuzz/fuzz_py.py
+    function: ratio
+    transforms:
+      - wrap: {with: traced}
+'''
+
+
+def test_rapidfuzz_fuzz_ratio_is_a_cython_function_and_the_row_says_its_callers_run_it(tmp_path, capsys):
+    """A spec written from the docs for a package no test used (the review of session 7):
+    ``rapidfuzz.fuzz.ratio`` is ``fuzz_cpp_avx2.ratio``, a Cython function, which has a ``__code__`` of its own.
+    Before: "verified: 1 live" with no word that callers of rapidfuzz.fuzz.ratio run compiled code."""
+    python, site = pip_venv(tmp_path / "venv", "rapidfuzz==3.14.6")
+    if not list((site / "rapidfuzz").glob("fuzz_cpp*.so")):
+        pytest.skip("no compiled rapidfuzz wheel for this interpreter")
+    spec = _spec(tmp_path, RAPIDFUZZ, "rapidfuzz", "3.14.6")
+    assert main(["apply", spec, "--root", str(site)]) == 0, capsys.readouterr().err
+    assert main(["verify", spec, "--root", str(site)]) == 0
+    out = capsys.readouterr().out
+    assert "callers of rapidfuzz.fuzz.ratio reach rapidfuzz.fuzz_cpp" in out, out
+    assert run(python, code="import rapidfuzz.fuzz_py as p; print(p.ratio('ab', 'ab'))") == ["HOOK wrap", "100.0"]
+    assert run(python, code="import rapidfuzz.fuzz as f; print(f.ratio('ab', 'ab'))") == ["100.0"]
