@@ -382,9 +382,10 @@ def captured_by(body: list[ast.stmt], name: str, after: int, before: int) -> tup
     """The dotted name that keeps the object of ``name`` after a ``del name`` at line ``before`` (jinja2's
     ``NodeType.__new__ = staticmethod(_failing_new)`` then ``del _failing_new``): a plain statement of this
     level between lines ``after`` and ``before`` that binds a name or an attribute to ``name`` itself or to
-    ``staticmethod(name)``/``classmethod(name)``; the first one, and its line. None when nothing does."""
+    ``staticmethod(name)``/``classmethod(name)`` (of a chained ``a = b = name``, its first target); the first
+    one, and its line. None when nothing does."""
     for stmt in body:
-        if not (after < stmt.lineno < before and isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+        if not (after < stmt.lineno < before and isinstance(stmt, ast.Assign)):
             continue
         value = stmt.value
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _HOLDERS \

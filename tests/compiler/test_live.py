@@ -243,6 +243,14 @@ PROPERTY = """
         g = f
         del f
         """, "f", None, 1, id="deleted after a name kept it"),
+    pytest.param("""
+        class FrozenDict(dict):
+            def _raise_frozen_typeerror(self, *a, **kw):
+                raise TypeError
+            __ior__ = __setitem__ = update = _raise_frozen_typeerror
+            del _raise_frozen_typeerror
+        """, "FrozenDict._raise_frozen_typeerror", None, 2,
+        id="deleted after a chained assignment kept it (boltons)"),
 ])
 def test_the_live_definition_is_found(source, function, branch, line):
     assert SourceFile("m.py", textwrap.dedent(source).lstrip()).find(function, branch).lineno == line
