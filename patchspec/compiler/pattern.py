@@ -2,7 +2,8 @@
 
 The matcher is built from the pattern's own tree, field by field: names, attributes and operators must
 be equal, strings and numbers equal in value (``'a'`` matches ``"a"`` and ``"" "a"``, ``16`` matches
-``0x10``), as the fingerprints see them; whitespace, comments, commas, parentheses and line breaks are
+``0x10``; a multi-line string's lines whatever their common indentation after the first, which a YAML
+block takes away), as the fingerprints see them; whitespace, comments, commas, parentheses and line breaks are
 ignored; ``...`` matches any expression, or any run of arguments or statements where it stands in a
 sequence.
 """
@@ -99,6 +100,15 @@ def literal_value(node: cst.CSTNode) -> object:
     else:
         return NO_VALUE
     return type(value).__name__, value
+
+
+def _without_indentation(value: object) -> object:
+    """A multi-line string's value with the common indentation of its lines after the first taken out: the
+    file's indentation of the code around it, which an anchor copied into a YAML block loses."""
+    if not (isinstance(value, tuple) and value[0] == "str" and "\n" in value[1]):
+        return value
+    first, rest = value[1].split("\n", 1)
+    return "str", f"{first}\n{textwrap.dedent(rest)}"
 
 
 @overload
@@ -231,7 +241,8 @@ def to_matcher(node: cst.CSTNode) -> Matcher:
         return m.DoNotCare()
     want = literal_value(node)
     if want is not NO_VALUE:
-        return m.MatchIfTrue(lambda found: literal_value(found) == want)
+        key = _without_indentation(want)
+        return m.MatchIfTrue(lambda found: _without_indentation(literal_value(found)) == key)
     if isinstance(node, cst.FormattedString):  # its quotes are layout, its prefix is not
         prefix = fstring_prefix(node.start)
         return m.FormattedString(parts=_value_matcher(node.parts),
