@@ -18,9 +18,8 @@ CASES = [(2, None, "cpu"), (2, True, "cpu"), (2, False, "cpu"), (1, None, "cpu")
          (2, None, "hpu"), (2, True, "hpu"), (1, True, "hpu")]
 WHY = ("pipeline_parallel_size=2: async scheduling off on HPU, the non-last stages take the sampled tokens "
        "from the scheduler")
-REFUSAL = ("NotImplementedError: --async-scheduling does not work with pipeline_parallel_size=2 on HPU (the "
-           "HPU runner's non-last stages take the sampled tokens from the scheduler): drop it or pass "
-           "--no-async-scheduling")
+REFUSAL = ("NotImplementedError: --async-scheduling does not work with pipeline_parallel_size=2 on HPU, the "
+           "non-last stages take the sampled tokens from the scheduler: drop it or pass --no-async-scheduling")
 
 
 @pytest.fixture(scope="module", params=RELEASES)
@@ -79,9 +78,62 @@ def speculative_outcomes(vllm_roots, tmp_path_factory):
 @pytest.mark.parametrize("pp", [1, 2])
 def test_n_gram_drafts_under_async_scheduling_are_refused_by_stock_at_every_size(speculative_outcomes, pp):
     """Async scheduling with speculative decoding at size 2 is what stock vLLM 0.30 allows at size 1: not
-    with n-gram drafts (an explicit flag is refused, an unset one resolves to off), and the fix keeps that."""
+    with n-gram drafts (an explicit flag is refused, an unset one resolves to off). The fix keeps that; at
+    size 2 it refuses the explicit flag first, for any drafts (below)."""
     stock, patched = speculative_outcomes[(pp, True)]
     assert isinstance(stock, str) and ONLY_SOME_DRAFTS in stock
-    assert patched == stock
+    if pp == 1:
+        assert patched == stock
+    else:
+        assert isinstance(patched, str) and patched.startswith(
+            "NotImplementedError: --async-scheduling does not work with pipeline_parallel_size=2 with speculative")
     stock, patched = speculative_outcomes[(pp, None)]
-    assert stock["async"] is False and patched == stock
+    assert stock["async"] is False and patched["async"] is False
+
+
+# Drafts vLLM 0.30 allows under async scheduling: a draft model (the tiny model drafts for itself) and the
+# tensor n-gram drafter. (pipeline size, --async-scheduling given as, method)
+ASYNC_DRAFT_CASES = [(2, None, "draft_model"), (2, True, "draft_model"), (1, None, "draft_model"),
+                     (2, None, "ngram_gpu"), (2, False, "ngram_gpu"), (1, None, "ngram_gpu")]
+DRAFTS_STAY = "async scheduling off with speculative decoding, the drafts stay on the last stage"
+NGRAM_GPU_REFUSAL = ("NotImplementedError: speculative method ngram_gpu does not work with pipeline_parallel_size=2 "
+                     "(every stage trims its drafts by counts only the last stage has): use method ngram")
+
+
+@pytest.fixture(scope="module")
+def async_draft_outcomes(vllm_roots, tmp_path_factory):
+    """vLLM 0.30.0, stock and patched."""
+    model = tmp_path_factory.mktemp("llama")
+    (model / "config.json").write_text(json.dumps(CONFIG))
+    drafts = {"draft_model": {"method": "draft_model", "model": str(model), "num_speculative_tokens": 3},
+              "ngram_gpu": {**NGRAM, "method": "ngram_gpu"}}
+    cases = json.dumps([{"model": str(model), "pp": pp, "partition": None, "async": flag,
+                         "speculative": drafts[method]} for pp, flag, method in ASYNC_DRAFT_CASES])
+    procs = [start(root, "config_run.py", cases) for root in vllm_roots("0.30.0")]
+    return dict(zip(ASYNC_DRAFT_CASES, zip(*(result(p) for p in procs), strict=True), strict=True))
+
+
+def test_drafts_under_async_scheduling_at_size_2_turn_it_off_with_one_line_saying_why(async_draft_outcomes):
+    """Stock turns async scheduling on for a draft model at size 2, where the first stage never gets the
+    last stage's drafts; patched, unset becomes off (the drafts ride with each step's output) and an
+    explicit request is refused in one line."""
+    stock, patched = async_draft_outcomes[(2, None, "draft_model")]
+    assert stock["async"] is True
+    assert patched["async"] is False and any(DRAFTS_STAY in line for line in patched["log"])
+    stock, patched = async_draft_outcomes[(2, True, "draft_model")]
+    assert stock["async"] is True
+    assert isinstance(patched, str) and patched.startswith(
+        "NotImplementedError: --async-scheduling does not work with pipeline_parallel_size=2 with speculative")
+
+
+def test_ngram_gpu_at_size_2_is_refused_naming_the_method_that_works(async_draft_outcomes):
+    for flag in (None, False):
+        stock, patched = async_draft_outcomes[(2, flag, "ngram_gpu")]
+        assert isinstance(stock, dict), stock
+        assert isinstance(patched, str) and patched.startswith(NGRAM_GPU_REFUSAL), patched
+
+
+@pytest.mark.parametrize("method", ["draft_model", "ngram_gpu"])
+def test_drafts_under_async_scheduling_at_size_1_stay_as_stock_resolves_them(async_draft_outcomes, method):
+    stock, patched = async_draft_outcomes[(1, None, method)]
+    assert stock["async"] is True and patched == stock

