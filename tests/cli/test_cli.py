@@ -169,7 +169,8 @@ def test_shipped_spec_by_name(capsys):
     assert capsys.readouterr().out.startswith("valid: pipeline-parallel: ")
     assert main(["validate", "no-such-spec"]) == 2
     err = capsys.readouterr().err
-    assert "shipped: cpu-pipeline-eager, cpu-speculative, pipeline-parallel, pipeline-transfer" in err
+    assert ("shipped: cpu-async-scheduling, cpu-ngram-gpu, cpu-pipeline-eager, cpu-speculative, pipeline-parallel, "
+            "pipeline-transfer") in err
 
 
 def test_console_entry_point_runs_bare():

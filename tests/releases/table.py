@@ -55,6 +55,12 @@ ADMISSION_LOOP_0_31 = (
 # in 0.30.0 only. Up to 0.29 the sampler calls the module-level kernels the CPU runner rebinds, so nothing is
 # left to fix; from 0.31 CpuPlatform.register_triton_kernel_overrides registers the C++ kernels with the
 # dispatchers itself and _postprocess_triton is gone.
+# cpu-async-scheduling: CpuPlatform.check_and_update_config sets async_scheduling = False, and the runner's
+# AsyncGPUModelRunnerOutput and _copy_valid_sampled_token_count ask torch.cuda.current_stream(), the same
+# from 0.24.0 to 0.33.0 (the runner imports vLLM's current_stream only from 0.26.0 to 0.30.0: the spec imports
+# it): every row takes its own profile.
+# cpu-ngram-gpu: the runner's pinned staging buffers, the proposer's pinned rows and its
+# torch.cuda.current_stream() copy are the same from 0.24.0 to 0.33.0: every row takes its own profile.
 NO_DISPATCHERS = "no profile: rejection_sampler calls its module-level kernels, which CPUModelRunner rebinds"
 KERNELS_REGISTERED = "obsolete: CpuPlatform.register_triton_kernel_overrides registers the kernels upstream"
 
@@ -70,6 +76,8 @@ ROWS: list[Release] = [
         "pipeline-transfer": Outcome("v0.24.0"),
         "cpu-pipeline-eager": Outcome("v0.24.0"),
         "cpu-speculative": Outcome(None, why=NO_DISPATCHERS),
+        "cpu-ngram-gpu": Outcome("v0.24.0"),
+        "cpu-async-scheduling": Outcome("v0.24.0"),
     }),
     Release("0.25.0", "v0.24.0", {
         # As 0.24.0; the WAITING loop's full-check also counts paused streaming sessions: the cap is the same.
@@ -77,6 +85,8 @@ ROWS: list[Release] = [
         "pipeline-transfer": Outcome("v0.25.0"),
         "cpu-pipeline-eager": Outcome("v0.25.0"),
         "cpu-speculative": Outcome(None, why=NO_DISPATCHERS),
+        "cpu-ngram-gpu": Outcome("v0.25.0"),
+        "cpu-async-scheduling": Outcome("v0.25.0"),
     }),
     Release("0.25.1", "v0.24.0", {
         # Every file the specs' targets and snippets read is the same as in 0.25.0.
@@ -84,6 +94,8 @@ ROWS: list[Release] = [
         "pipeline-transfer": Outcome("v0.25.0"),
         "cpu-pipeline-eager": Outcome("v0.25.0"),
         "cpu-speculative": Outcome("v0.30.0"),
+        "cpu-ngram-gpu": Outcome("v0.25.0"),
+        "cpu-async-scheduling": Outcome("v0.25.0"),
     }),
     Release("0.26.0", "v0.26.0", {
         # cpu-pipeline-eager holds but fixes nothing here, as in 0.24.0 (warm-up still runs in eager mode).
@@ -91,6 +103,8 @@ ROWS: list[Release] = [
         "pipeline-transfer": Outcome("v0.26.0"),
         "cpu-pipeline-eager": Outcome("v0.26.0"),
         "cpu-speculative": Outcome(None, why=NO_DISPATCHERS),
+        "cpu-ngram-gpu": Outcome("v0.26.0"),
+        "cpu-async-scheduling": Outcome("v0.26.0"),
     }),
     Release("0.27.0", "v0.27.0rc0", {
         # WAITING also skips a request whose stale output is in flight (before admission): the cap is the
@@ -100,6 +114,8 @@ ROWS: list[Release] = [
         "pipeline-transfer": Outcome("v0.27.0"),
         "cpu-pipeline-eager": Outcome("v0.27.0"),
         "cpu-speculative": Outcome(None, why=NO_DISPATCHERS),
+        "cpu-ngram-gpu": Outcome("v0.27.0"),
+        "cpu-async-scheduling": Outcome("v0.27.0"),
     }),
     Release("0.27.1", "v0.27.0rc0", {
         # Every file the specs' targets and snippets read is the same as in 0.27.0.
@@ -107,41 +123,55 @@ ROWS: list[Release] = [
         "pipeline-transfer": Outcome("v0.27.0"),
         "cpu-pipeline-eager": Outcome("v0.27.0"),
         "cpu-speculative": Outcome("v0.30.0"),
+        "cpu-ngram-gpu": Outcome("v0.27.0"),
+        "cpu-async-scheduling": Outcome("v0.27.0"),
     }),
     Release("0.28.0", "main", {
         "pipeline-parallel": Outcome("v0.28.0"),
         "pipeline-transfer": Outcome("v0.28.0"),
         "cpu-pipeline-eager": Outcome("v0.28.0"),
         "cpu-speculative": Outcome(None, why=NO_DISPATCHERS),
+        "cpu-ngram-gpu": Outcome("v0.28.0"),
+        "cpu-async-scheduling": Outcome("v0.28.0"),
     }),
     Release("0.29.0", "main", {
         "pipeline-parallel": Outcome("v0.29.0"),
         "pipeline-transfer": Outcome("v0.29.0"),
         "cpu-pipeline-eager": Outcome("v0.29.0"),
         "cpu-speculative": Outcome(None, why=NO_DISPATCHERS),
+        "cpu-ngram-gpu": Outcome("v0.29.0"),
+        "cpu-async-scheduling": Outcome("v0.29.0"),
     }),
     Release("0.30.0", "main", {
         "pipeline-parallel": Outcome("v0.30.0"),
         "pipeline-transfer": Outcome("v0.30.0"),
         "cpu-pipeline-eager": Outcome("v0.30.0"),
         "cpu-speculative": Outcome("v0.30.0"),
+        "cpu-ngram-gpu": Outcome("v0.30.0"),
+        "cpu-async-scheduling": Outcome("v0.30.0"),
     }),
     Release("0.31.0", "main", {
         "pipeline-parallel": Outcome("v0.31.0", notes={"scheduler-admission-cap": ADMISSION_LOOP_0_31}),
         "pipeline-transfer": Outcome("v0.31.0"),
         "cpu-pipeline-eager": Outcome("v0.31.0"),
         "cpu-speculative": Outcome(None, why=KERNELS_REGISTERED),
+        "cpu-ngram-gpu": Outcome("v0.31.0"),
+        "cpu-async-scheduling": Outcome("v0.31.0"),
     }),
     Release("0.32.0", "main", {
         "pipeline-parallel": Outcome("v0.32.0", notes={"scheduler-admission-cap": ADMISSION_LOOP_0_31}),
         "pipeline-transfer": Outcome("v0.32.0"),
         "cpu-pipeline-eager": Outcome("v0.32.0"),
         "cpu-speculative": Outcome(None, why=KERNELS_REGISTERED),
+        "cpu-ngram-gpu": Outcome("v0.32.0"),
+        "cpu-async-scheduling": Outcome("v0.32.0"),
     }),
     Release("0.33.0", "main", {
         "pipeline-parallel": Outcome("v0.33.0", notes={"scheduler-admission-cap": ADMISSION_LOOP_0_31}),
         "pipeline-transfer": Outcome("v0.33.0"),
         "cpu-pipeline-eager": Outcome("v0.33.0"),
         "cpu-speculative": Outcome(None, why=KERNELS_REGISTERED),
+        "cpu-ngram-gpu": Outcome("v0.33.0"),
+        "cpu-async-scheduling": Outcome("v0.33.0"),
     }),
 ]
