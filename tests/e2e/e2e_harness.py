@@ -56,10 +56,11 @@ def site_packages(env: Path) -> Path:
     return found
 
 
-def write_checkpoint(env: Path, out: Path, hidden: int = 128, cycling: bool = False) -> Path:
-    """The tier's tiny Llama (e2e_checkpoint.py; ``cycling``: the variant whose greedy tokens cycle)."""
-    subprocess.run([str(env / "bin" / "python"), str(HERE / "e2e_checkpoint.py"), str(out), str(hidden),
-                    *(["cycling"] if cycling else [])],
+def write_checkpoint(env: Path, out: Path, hidden: int = 128, cycling: bool = False, draft: bool = False) -> Path:
+    """The tier's tiny Llama (e2e_checkpoint.py; ``cycling``: the variant whose greedy tokens cycle; ``draft``:
+    a draft model for that variant, agreeing with it on part of its tokens)."""
+    variant = "draft" if draft else "cycling" if cycling else "plain"
+    subprocess.run([str(env / "bin" / "python"), str(HERE / "e2e_checkpoint.py"), str(out), str(hidden), variant],
                    check=True, capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     return out
 

@@ -7,6 +7,15 @@ pipeline size 1. Submodules import vLLM lazily: these hooks are imported while v
 own modules are being imported.
 """
 
+# --- async scheduling: drafts to the earlier stages (async_drafts.py) ---
+from .async_drafts import (
+    align_stage_outputs,
+    receive_drafts,
+    send_drafts,
+    take_stage_drafts,
+    tokens_after_drafts,
+)
+
 # --- stage-to-stage transfer (transfer.py) and the start-up handshake ---
 from .async_scheduling import async_scheduling_off_for_pipeline
 
@@ -79,4 +88,7 @@ from .speculative import (
 from .startup import refuse_at_startup
 from .transfer import SendHandle, StageTransfer
 from .wakeup import woken_on_shutdown
+
+# --- a draft model whole on the last stage (whole_draft_model.py) ---
+from .whole_draft_model import whole_draft_model
 from .worker import checked_world_without_hccl

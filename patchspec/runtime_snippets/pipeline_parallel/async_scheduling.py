@@ -11,15 +11,12 @@ take the sampled tokens from the scheduler's next step, which async scheduling d
 send: on HPU, vLLM 0.30's unset setting (which it turns on) becomes off with one log
 line and an explicit request is refused in one line naming the platform.
 
-Drafts under async scheduling at pipeline size > 1 are not carried either: the runner
-keeps each step's drafts, the tokens accepted and (``ngram_gpu``) the drafts found
-valid on the device of the stage that drafts, the last, and every stage's next step
-needs them (its input ids, positions and the tokens it schedules). vLLM resolves an
-unset setting to on for the methods it allows under async scheduling; here it becomes
-off with one log line (the drafts then ride with each step's output,
-``speculative.py``), and an explicit request is refused. ``ngram_gpu`` trims every
-stage's scheduled drafts by those device counts even without async scheduling, so it
-is refused at pipeline size > 1 naming ``ngram``, the same drafts proposed on the host.
+Drafts under async scheduling at pipeline size > 1 ride from the last stage to the
+others after each step (``async_drafts.py``), for the methods vLLM allows under async
+scheduling whose drafter runs a model (draft model, EAGLE, MTP). ``ngram_gpu`` also
+trims every stage's scheduled drafts by counts only the last stage has, even without
+async scheduling, so it is refused at pipeline size > 1 naming ``ngram``, the same
+drafts proposed on the host.
 """
 
 from __future__ import annotations
@@ -37,10 +34,10 @@ logger = get_logger(__name__)
 
 
 def async_scheduling_off_for_pipeline(vllm_config: VllmConfig) -> None:
-    """At pipeline size > 1 on HPU, or with drafts: unset async scheduling becomes off;
-    on is refused (NotImplementedError, like vLLM's own start-up checks: pydantic would
-    turn a ValueError into a many-line report); ``ngram_gpu`` drafts are refused.
-    Elsewhere vLLM resolves it as it does."""
+    """At pipeline size > 1 on HPU: unset async scheduling becomes off; on is refused
+    (NotImplementedError, like vLLM's own start-up checks: pydantic would turn a
+    ValueError into a many-line report). ``ngram_gpu`` drafts are refused at pipeline
+    size > 1. Elsewhere vLLM resolves it as it does."""
     pp = vllm_config.parallel_config.pipeline_parallel_size
     scheduler_config = vllm_config.scheduler_config
     if pp == 1:
@@ -53,12 +50,9 @@ def async_scheduling_off_for_pipeline(vllm_config: VllmConfig) -> None:
             "only the last stage has): use method ngram, the same drafts proposed "
             "on the host, with --no-async-scheduling"
         )
-    if vllm_config.device_config.device_type == "hpu":
-        why = "on HPU, the non-last stages take the sampled tokens from the scheduler"
-    elif speculative is not None:
-        why = "with speculative decoding, the drafts stay on the last stage"
-    else:
+    if vllm_config.device_config.device_type != "hpu":
         return
+    why = "on HPU, the non-last stages take the sampled tokens from the scheduler"
     if scheduler_config.async_scheduling is None:
         logger.info("pipeline_parallel_size=%d: async scheduling off %s", pp, why)
         scheduler_config.async_scheduling = False
