@@ -91,9 +91,12 @@ def unapply(spec: Path, root: Path) -> None:
 
 
 def unapply_leftovers(root: Path) -> None:
-    """The venv is cached: undo what an interrupted earlier run left applied (check exit 0 = applied)."""
+    """The venv is cached: undo what an interrupted earlier run left applied, whatever version of the spec
+    applied it (``status`` names the applied specs; ``check`` would call a spec edited since another one)."""
+    done = patchspec("status", "--json", "--root", str(root))
+    applied = {r["spec"] for r in json.loads(done.stdout)["results"] if r.get("type") == "status"}
     for spec in (*SPECS, SPECULATIVE_SPEC, NGRAM_GPU_SPEC, CPU_ASYNC_SPEC):
-        if patchspec("check", str(spec), "--release", RELEASE, "--root", str(root)).returncode == 0:
+        if spec.stem in applied:
             unapply(spec, root)
 
 
