@@ -36,9 +36,12 @@ from __future__ import annotations
 import functools
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from vllm.config import VllmConfig
 
 __all__ = [
     "align_stage_outputs",
@@ -87,7 +90,7 @@ _PENDING: weakref.WeakKeyDictionary[Any, tuple[torch.Tensor, Any]] = (
 )
 
 
-def drafts_cross_stages(vllm_config: Any) -> bool:
+def drafts_cross_stages(vllm_config: VllmConfig) -> bool:
     """Pipeline size > 1, a speculative config, async scheduling, vLLM's runners."""
     return (
         vllm_config.parallel_config.pipeline_parallel_size > 1
@@ -199,7 +202,8 @@ def take_stage_drafts(runner: Any) -> None:
     num_reqs = packed.shape[0]
     runner._draft_token_ids = packed[:, :-1]
     runner.prev_num_spec_tokens = runner.num_spec_tokens
-    counts = packed[:, -1]
+    # a column of the received rows: contiguous for the device kernels that read it
+    counts = packed[:, -1].contiguous()
     runner.valid_sampled_token_count_cpu[:num_reqs].copy_(counts)
     runner.valid_sampled_token_count_event.record()
     if runner.use_async_spec_decode:
