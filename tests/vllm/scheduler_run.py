@@ -34,7 +34,8 @@ REQUESTS = [(8, 6), (13, 9), (5, 4), (21, 7), (9, 9), (17, 5)]
 def build(model_dir: str, pp: int, async_scheduling: bool, max_seqs: int, max_active: int | None,
           requests: list, batched: int = 1024, block: int = BLOCK) -> Scheduler:
     max_len = max(256, max(prompt + tokens for prompt, tokens in requests))
-    blocks = max(BLOCKS, sum(-(-(prompt + tokens) // block) for prompt, tokens in requests))
+    # every request's blocks at once, and the block pool's null block (without it the last request is preempted)
+    blocks = max(BLOCKS, 1 + sum(-(-(prompt + tokens) // block) for prompt, tokens in requests))
     model = ModelConfig(model=model_dir, skip_tokenizer_init=True, dtype="float32", max_model_len=max_len)
     active = {} if max_active is None else {"max_num_active_seqs": max_active}
     vllm_config = VllmConfig(
