@@ -1,15 +1,14 @@
-"""Per-step host cost of vLLM's real scheduler in steady decode, for ``bench/host_cost.py``; prints one JSON
-document.
+"""Per-step host cost of vLLM's real scheduler in steady decode, for ``bench/host_cost.py``; prints one JSON document.
 
-Run as ``python host_cost_run.py MODEL_DIR CASES_JSON`` with a release root (patched or not) first on
-``sys.path``. A case is ``{"pp": N, "requests": R, "context": C}``: R requests of C prompt tokens, fed like
-the engine core's batch queue (``pp`` steps in flight) until every prompt is in, then ``DECODE_STEPS``
-decode steps timed one by one, with every request decoding (each asks for enough tokens to outlast the
-others' prompts): ``schedule()``, the pickling of its output (what the executor's message queue does to send it
-to every worker), its size and the requests it schedules (all of them at size 1, half at size 2). ``resent`` counts the token ids of cached requests'
-``all_token_ids`` (whole lists sent again); ``readded`` the token ids a runner that keeps only the step's
-requests in its persistent batch (vLLM's ``_update_states`` rule: unscheduled rows removed, returning ones
-added back whole) writes again that step.
+Run as ``python host_cost_run.py MODEL_DIR CASES_JSON`` with a release root (patched or not) first on ``sys.path``.
+A case is ``{"pp": N, "requests": R, "context": C}``: R requests of C prompt tokens, fed like the engine core's
+batch queue (``pp`` steps in flight) until every prompt is in, then ``DECODE_STEPS`` decode steps timed one by one,
+with every request decoding (each asks for enough tokens to outlast the others' prompts): ``schedule()``, the
+pickling of its output (what the executor's message queue does to send it to every worker), its size and the
+requests it schedules (all of them at size 1, half at size 2). ``resent`` counts the token ids of cached requests'
+``all_token_ids`` (whole lists sent again); ``readded`` the token ids a runner that keeps only the step's requests
+in its persistent batch (vLLM's ``_update_states`` rule: unscheduled rows removed, returning ones added back whole)
+writes again that step.
 """
 from __future__ import annotations
 
