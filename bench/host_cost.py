@@ -1,13 +1,14 @@
-"""Per-step host cost of a decode step at pipeline size 2 against size 1, over context length and request
-count, on vLLM's real scheduler with the pipeline-parallel spec applied (``tests/vllm/host_cost_run.py``).
+"""Per-step host cost of a decode step at pipeline size 2 against size 1, over context length and request count, on
+vLLM's real scheduler with the pipeline-parallel spec applied (``tests/vllm/host_cost_run.py``).
 
-For each context (1K to 256K prompt tokens) and request count (4 to 32), every request decoding: the
-median per step of the requests scheduled (all at pp 1, half at pp 2), of ``schedule()`` and of pickling its
-output (what the executor's message queue does for every worker), the output's bytes, the token ids sent again whole (``all_token_ids``), and the token ids a
-runner that keeps only the step's requests in its persistent batch writes again (vLLM's and vllm-gaudi's
-``_update_states`` rule: what the runner side of the fix is to remove). The ratios are pp 2 against pp 1
-of ``schedule_s + pickle_s`` per step (``pp2_vs_pp1_*``) and per request a step schedules
-(``per_request_pp2_vs_pp1_*``: a pp 2 step carries half the requests). The last line is key=value pairs.
+For each context (1K to 256K prompt tokens) and request count (4 to 32), every request decoding: the median per
+step of the requests scheduled (all at pp 1, half at pp 2), of ``schedule()`` and of pickling its output (what
+the executor's message queue does for every worker), the output's bytes, the token ids sent again whole
+(``all_token_ids``), and the token ids a runner that keeps only the step's requests in its persistent batch
+writes again (vLLM's and vllm-gaudi's ``_update_states`` rule: what the runner side of the fix is to remove).
+The ratios are pp 2 against pp 1 of ``schedule_s + pickle_s`` per step (``pp2_vs_pp1_*``) and per request a step
+schedules (``per_request_pp2_vs_pp1_*``: a pp 2 step carries half the requests). The last line is key=value
+pairs.
 
 Usage: python bench/host_cost.py [--release 0.30.0] [--contexts 1024,32768,262144] [--requests 4,32]
 """
