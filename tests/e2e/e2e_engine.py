@@ -19,7 +19,7 @@ def run(request: dict) -> dict:
         pipeline_parallel_size=request["pp"], distributed_executor_backend="mp",
         async_scheduling=request.get("async", False), seed=0, max_model_len=512,
         disable_log_stats=False, enable_logging_iteration_details=True,
-        speculative_config=request.get("speculative"),
+        speculative_config=request.get("speculative"), **request.get("engine", {}),
     )
     startup_s = time.monotonic() - started
     steps, drafts = _record_steps(llm)

@@ -149,19 +149,21 @@ def run_engine(env: Path, model: Path, pp: int, prompts: list[list[int]], max_to
                scored: list[list[int]] | None = None, partition: str | None = None,
                count_reads: bool = False, timing: bool = False, async_scheduling: bool = False,
                speculative: dict | None = None, count_rows: bool = False,
-               variables: dict | None = None) -> dict:
+               variables: dict | None = None, engine: dict | None = None) -> dict:
     """One engine in a subprocess of the venv's python (``speculative``: vLLM's ``speculative_config``);
     the result of e2e_engine.py plus, when counted,
     ``reads``: pipeline rank → names of the checkpoint tensors that rank read, with ``timing``,
     ``timing``: ``[rank, "step" or "forward", start, end]`` of every worker step and model forward, and with
     ``count_rows``, ``rows``: ``[rank, steady, added, removed]`` of every runner step (reads/sitecustomize.py).
-    ``variables``: more environment variables for the engine's processes."""
+    ``variables``: more environment variables for the engine's processes; ``engine``: more arguments of
+    ``LLM(...)``."""
     with tempfile.TemporaryDirectory(prefix="patchspec-e2e-") as tmp:
         request, result, reads = Path(tmp) / "request.json", Path(tmp) / "result.json", Path(tmp) / "reads"
         times, rows = Path(tmp) / "timing", Path(tmp) / "rows"
         request.write_text(json.dumps({"model": str(model), "pp": pp, "prompts": prompts,
                                        "max_tokens": max_tokens, "scored": scored or [],
-                                       "async": async_scheduling, "speculative": speculative}))
+                                       "async": async_scheduling, "speculative": speculative,
+                                       "engine": engine or {}}))
         child = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "PYTHONPATH"))}
         child.update(HF_HUB_OFFLINE="1", VLLM_CPU_KVCACHE_SPACE="1",
                      VLLM_CPU_OMP_THREADS_BIND="0|1" if pp == 2 else "nobind",

@@ -88,7 +88,8 @@ def test_n_gram_drafts_under_async_scheduling_are_refused_by_stock_at_every_size
 
 # Drafts vLLM 0.30 allows under async scheduling: a draft model (the tiny model drafts for itself) and the
 # tensor n-gram drafter. (pipeline size, --async-scheduling given as, method)
-ASYNC_DRAFT_CASES = [(2, None, "draft_model"), (2, True, "draft_model"), (1, None, "draft_model"),
+ASYNC_DRAFT_CASES = [(2, None, "draft_model"), (2, True, "draft_model"), (2, False, "draft_model"),
+                     (1, None, "draft_model"), (1, False, "draft_model"),
                      (2, None, "ngram_gpu"), (2, False, "ngram_gpu"), (1, None, "ngram_gpu")]
 DRAFTS_STAY = "async scheduling off with speculative decoding, the drafts stay on the last stage"  # before
 NGRAM_GPU_REFUSAL = ("NotImplementedError: speculative method ngram_gpu does not work with pipeline_parallel_size=2 "
@@ -117,6 +118,21 @@ def test_a_draft_model_under_async_scheduling_at_size_2_stays_on_as_stock_resolv
     assert stock["async"] is True
     assert isinstance(patched, dict), patched
     assert patched["async"] is True and not any(DRAFTS_STAY in line for line in patched["log"])
+
+
+MODEL_DRAFTS_NEED_ASYNC = ("NotImplementedError: speculative method draft_model at pipeline_parallel_size=2 runs with "
+                           "async scheduling only")
+
+
+def test_a_draft_model_at_size_2_without_async_scheduling_is_refused_saying_what_to_drop(async_draft_outcomes):
+    """Without async scheduling a draft model at size 2 failed on the last stage in the first step that admitted a
+    request beside running ones (an index out of bounds in the proposer; seen in the CPU engine with a tight KV
+    cache): refused at start-up, where stock takes it; at size 1 as stock."""
+    stock, patched = async_draft_outcomes[(2, False, "draft_model")]
+    assert isinstance(stock, dict) and stock["async"] is False
+    assert isinstance(patched, str) and patched.startswith(MODEL_DRAFTS_NEED_ASYNC), patched
+    stock, patched = async_draft_outcomes[(1, False, "draft_model")]
+    assert isinstance(stock, dict) and patched == stock
 
 
 def test_ngram_gpu_at_size_2_is_refused_naming_the_method_that_works(async_draft_outcomes):
