@@ -40,6 +40,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .speculative import pipelined_drafts
+
 if TYPE_CHECKING:
     from vllm.config import VllmConfig
 
@@ -91,12 +93,9 @@ _PENDING: weakref.WeakKeyDictionary[Any, tuple[torch.Tensor, Any]] = (
 
 
 def drafts_cross_stages(vllm_config: VllmConfig) -> bool:
-    """Pipeline size > 1, a speculative config, async scheduling, vLLM's runners."""
-    return (
-        vllm_config.parallel_config.pipeline_parallel_size > 1
-        and vllm_config.speculative_config is not None
-        and bool(vllm_config.scheduler_config.async_scheduling)
-        and vllm_config.device_config.device_type != "hpu"
+    """Pipelined drafts (``speculative.pipelined_drafts``) under async scheduling."""
+    return pipelined_drafts(vllm_config) and bool(
+        vllm_config.scheduler_config.async_scheduling
     )
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "drafts_here",
     "drafts_ride_with_outputs",
     "drafts_with_output",
+    "pipelined_drafts",
     "take_accepted_drafts",
     "take_drafts_of_output",
 ]
@@ -96,14 +97,21 @@ def drafts_here(runner: Any) -> bool:
     return bool(runner.speculative_config) and get_pp_group().is_last_rank
 
 
-def drafts_ride_with_outputs(vllm_config: VllmConfig) -> bool:
-    """Pipeline size > 1, a speculative config, no async scheduling, vLLM's runners:
-    each step's drafts come back in its output, not through ``take_draft_token_ids``."""
+def pipelined_drafts(vllm_config: VllmConfig) -> bool:
+    """Pipeline size > 1, a speculative config, vLLM's runners (not HPU's): the drafts
+    are made on the last stage and the earlier stages run them."""
     return (
         vllm_config.parallel_config.pipeline_parallel_size > 1
         and vllm_config.speculative_config is not None
-        and not vllm_config.scheduler_config.async_scheduling
         and vllm_config.device_config.device_type != "hpu"
+    )
+
+
+def drafts_ride_with_outputs(vllm_config: VllmConfig) -> bool:
+    """Pipelined drafts without async scheduling: each step's drafts come back in its
+    output, not through ``take_draft_token_ids``."""
+    return pipelined_drafts(vllm_config) and not (
+        vllm_config.scheduler_config.async_scheduling
     )
 
 
