@@ -18,7 +18,11 @@ SCENARIOS = [{"pp": 1, "async": False, "max_seqs": 16}, {"pp": 2, "async": False
 LONG = [[2000, 16]] * 8
 SCENARIOS += [{"pp": 1, "async": False, "max_seqs": 8, "requests": LONG},
               {"pp": 2, "async": False, "max_seqs": 8, "requests": LONG}]
-PP1, PP2, PP2_ASYNC, PP2_FOUR_SEQS, LONG_PP1, LONG_PP2 = range(6)
+# Three n-gram drafts per step and a KV cache of 8 blocks of 16 tokens for six requests of 22 to 68 prompt
+# tokens: some are preempted while a step of theirs is out.
+PREEMPTING = [[44, 24], [68, 24], [46, 24], [22, 24], [36, 24], [52, 24]]
+SCENARIOS += [{"pp": 2, "async": False, "max_seqs": 8, "drafts": 3, "blocks": 8, "requests": PREEMPTING}]
+PP1, PP2, PP2_ASYNC, PP2_FOUR_SEQS, LONG_PP1, LONG_PP2, PP2_DRAFTS_PREEMPTING = range(7)
 # max_num_active_seqs (vLLM 0.31 on): RUNNING admits at most 4 of the 16 runner slots.
 ACTIVE_SCENARIO = {"pp": 2, "async": False, "max_seqs": 16, "max_active": 4}
 PP2_FOUR_ACTIVE = len(SCENARIOS)
@@ -116,3 +120,20 @@ def test_size_2_sends_each_request_s_token_ids_once_not_every_step(runs):
     assert max(counts(pp2)) == 4  # two microbatches of four
     assert pp1["resent"] == stock[LONG_PP1]["resent"]  # size 1 as stock
     assert sum(pp2["resent"]) <= sum(pp1["resent"]), (pp2["resent"], pp1["resent"])
+
+
+def test_drafts_of_a_step_out_when_its_request_was_preempted_are_not_scheduled(runs):
+    """Without async scheduling at size 2 each step's drafts reach the scheduler right after its output. A
+    request preempted while that step was out gets its tokens all the same (vLLM's stale output); handed the
+    step's drafts too, it was scheduled again, its re-prefill still out, with as many drafts as tokens (the
+    draft model's proposer then read past its indexes: an IndexError on ``token_indices_to_sample`` in the CPU
+        engine). The drafts go only to requests the output left caught up. On vLLM 0.26 a request out with its
+    drafts counted computed was also scheduled again with a negative count (0.28 clamps it at 0): the spec
+    clamps it on every release."""
+    _, patched = runs
+    run = patched[PP2_DRAFTS_PREEMPTING]
+    assert "failed" not in run, run["failed"]
+    assert run["stale_drafts"] > 0  # the scenario reaches it
+    assert run["overdrafted"] == [] and run["in_flight_twice"] == []
+    assert 0 < run["accepted_tokens"] < run["draft_tokens"]
+    assert sorted(map(len, run["tokens"].values())) == [24] * len(PREEMPTING)

@@ -37,6 +37,7 @@ Hooks import vLLM lazily: they are imported while vLLM's own modules are.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import weakref
 from collections.abc import Callable
@@ -70,6 +71,15 @@ USES = {
     ],
     "vllm/v1/core/sched/scheduler.py": [
         "Scheduler.update_draft_token_ids(draft_token_ids)",
+        "Scheduler.requests",
+    ],
+    "vllm/v1/request.py": [
+        "Request.num_computed_tokens",
+        "Request.num_tokens",
+    ],
+    "vllm/v1/outputs.py": [
+        "DraftTokenIds.req_ids",
+        "DraftTokenIds.draft_token_ids",
     ],
     "vllm/v1/worker/gpu_input_batch.py": [
         "InputBatch.req_id_to_index",
@@ -134,10 +144,30 @@ def drafts_with_output(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def take_drafts_of_output(scheduler: Scheduler, model_output: Any) -> None:
     """Right after the engine has taken a step's output in: its drafts to the scheduler,
-    which schedules them with the tokens they continue."""
+    which schedules them with the tokens they continue.
+
+    Only the drafts of requests the output left caught up (``num_computed_tokens`` one
+    short of ``num_tokens``, as after any step at size 1). A request preempted while
+    the step was out gets the step's tokens all the same (vLLM's stale output) but has
+    nothing computed, or, resumed since, a prefill in flight: given the drafts, it was
+    scheduled again with them while that prefill was out, with fewer tokens than drafts
+    (the proposer then read past its indexes)."""
     drafts = getattr(model_output, DRAFTS, None)
-    if drafts is not None:
-        scheduler.update_draft_token_ids(drafts)
+    if drafts is None:
+        return
+    kept = [
+        (req_id, tokens)
+        for req_id, tokens in zip(drafts.req_ids, drafts.draft_token_ids, strict=True)
+        if (request := scheduler.requests.get(req_id)) is not None
+        and request.num_computed_tokens == request.num_tokens - 1
+    ]
+    scheduler.update_draft_token_ids(
+        dataclasses.replace(
+            drafts,
+            req_ids=[req_id for req_id, _ in kept],
+            draft_token_ids=[tokens for _, tokens in kept],
+        )
+    )
 
 
 def take_accepted_drafts(runner: Any, scheduler_output: Any) -> None:
