@@ -20,7 +20,8 @@ things stood in the way:
   in flight again with the drafts as tokens, and took the drafts of whichever step the
   last stage sampled last. Here the last stage puts each step's drafts in that step's
   output (``drafts_with_output``), and the engine hands them to the scheduler right
-  after it has taken that output in (``take_drafts_of_output``), as it does at size 1.
+  after it has taken that output in (``take_drafts_of_output``), as it does at size 1,
+  to the requests that output left caught up (not to one preempted meanwhile).
 - The stages that do not sample learn a request's tokens from the scheduler, which sends
   the tokens from ``num_computed_tokens`` on: a step's accepted drafts were never sent,
   so those stages' copy of the request lost them (and a row written again from it, when
