@@ -50,7 +50,7 @@ def toy(tmp_path):
     return toy_root(tmp_path / "toy-root"), write_spec(tmp_path / "toy-spec")
 
 
-OPT_IN = ("faults_exhaustive", "releases_all", "record_all", "corpus", "two_nodes_all")
+OPT_IN = ("faults_exhaustive", "releases_all", "record_all", "corpus", "two_nodes_all", "e2e_all")
 
 
 def pytest_collection_modifyitems(config, items):
