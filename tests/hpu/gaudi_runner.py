@@ -48,12 +48,15 @@ def update_states(is_last_rank: bool):
 class Runner:
     """What ``_update_states`` reads of an HPU runner, for a model without multimodal or GDN layers."""
 
-    def __init__(self, pp: int, rank: int, max_seqs: int, max_len: int, batched: int = 1024, block: int = 16):
+    def __init__(self, pp: int, rank: int, max_seqs: int, max_len: int, speculative_config=None,
+                 batched: int = 1024, block: int = 16):
         self._update_states = types.MethodType(update_states(rank == pp - 1), self)
         self.parallel_config = types.SimpleNamespace(pipeline_parallel_size=pp)
-        self.scheduler_config = types.SimpleNamespace(async_scheduling=False)
-        self.vllm_config = types.SimpleNamespace(scheduler_config=types.SimpleNamespace(max_num_seqs=max_seqs),
-                                                 speculative_config=None,
+        self.scheduler_config = types.SimpleNamespace(async_scheduling=False, max_num_seqs=max_seqs)
+        self.speculative_config = speculative_config
+        self.vllm_config = types.SimpleNamespace(parallel_config=self.parallel_config,
+                                                 scheduler_config=self.scheduler_config,
+                                                 speculative_config=speculative_config,
                                                  model_config=types.SimpleNamespace(logits_processors=None))
         self.device, self.pin_memory, self.is_pooling_model = torch.device("cpu"), False, False
         self.requests, self.encoder_cache, self.uses_mrope, self.use_async_scheduling = {}, {}, False, False

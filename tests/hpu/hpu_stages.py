@@ -99,13 +99,19 @@ class StageReport:
     forwards: list
     messages: int  # transfer messages so far, sent or received
     rows: list  # the persistent-batch rows added and removed: ("add" or "remove", request)
+    drafts: dict | None = None  # the drafts the step's output carries for the engine, per request
+
+
+def _drafts_of(output) -> dict | None:
+    drafts = getattr(output, "pp_draft_token_ids", None)
+    return None if drafts is None else dict(zip(drafts.req_ids, drafts.draft_token_ids, strict=True))
 
 
 def _portable(output):
     """What the parent can unpickle without vLLM: the fixture's sampled tokens, or the name of vLLM's
     empty output (what upstream's non-last ranks return without KV-connector results)."""
     if output is None or isinstance(output, dict):
-        return output
+        return None if output is None else dict(output)
     empty = sys.modules["vllm.v1.outputs"].EMPTY_MODEL_RUNNER_OUTPUT
     return "EMPTY_MODEL_RUNNER_OUTPUT" if output is empty else repr(output)
 
@@ -159,7 +165,7 @@ def _stage_main(root, rank, pp, port, inbox, outbox, options):
                 runner.execute_model(runner_module.SchedulerOutput(**payload))
                 output = runner.sample_tokens(None)
             report = StageReport(_portable(output), runner.calls[:], runner.forwards[:],
-                                 transfer.stats.messages if transfer else 0, runner.rows[:])
+                                 transfer.stats.messages if transfer else 0, runner.rows[:], _drafts_of(output))
             runner.calls.clear()
             runner.forwards.clear()
             runner.rows.clear()

@@ -37,7 +37,7 @@ from .coordinator import (
 )
 
 # --- speculative decoding: the draft on the last stage (drafts.py) ---
-from .drafts import draft_on_last_stage
+from .drafts import draft_on_last_stage, hpu_drafts_with_output
 from .errors import (
     PipelineAbortError,
     PipelineDesyncError,

@@ -12,10 +12,12 @@ gives the MTP layers to the last stage only, ``loader.py``); the last stage prop
 and verifies as at size 1, after the early return of the non-last stages
 (``runner.non_last_stage_output``). Every stage runs the verify step's forwards,
 draft tokens + 1 per request, from the same scheduler output, in the buckets
-``buckets.py`` prepares for one microbatch. Not built on HPU yet, so MTP stays refused
-at start-up (``startup.py``): the engine taking each step's drafts with that step's
-output, and the earlier stages keeping the drafts the last stage accepted, which
-``speculative.py`` gives vLLM's runners.
+``buckets.py`` prepares for one microbatch. The drafts then need what
+``speculative.py`` gives vLLM's runners: each step's drafts go back in that step's
+output (``hpu_drafts_with_output``: vllm-gaudi's ``sample_tokens`` keeps its step in
+``scheduler_output``), for the engine to take them after that output, and the earlier
+stages keep the drafts the last stage accepted (``take_accepted_drafts`` in
+vllm-gaudi's ``_update_states``).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ._logging import get_logger
+from .speculative import drafts_with_step_output
 
-__all__ = ["draft_on_last_stage"]
+__all__ = ["draft_on_last_stage", "hpu_drafts_with_output"]
 
 logger = get_logger(__name__)
 
@@ -36,6 +39,9 @@ USES = {
         "HPUModelRunner.load_model()",
         "HPUModelRunner.drafter",
         "HPUModelRunner.parallel_config",
+        "HPUModelRunner.vllm_config",
+        "HPUModelRunner.scheduler_output",
+        "HPUModelRunner.take_draft_token_ids()",
         "get_pp_group",
     ],
 }
@@ -50,7 +56,7 @@ def draft_on_last_stage(fn: Callable[..., Any]) -> Callable[..., Any]:
         if (
             runner.parallel_config.pipeline_parallel_size > 1
             and hasattr(runner, "drafter")
-            and not sys.modules[type(runner).__module__].get_pp_group().is_last_rank
+            and not _last_stage(runner)
         ):
             logger.info(
                 "pipeline stage before the last: no draft model (%s), the last stage "
@@ -61,3 +67,16 @@ def draft_on_last_stage(fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn(runner, *args, **kwargs)
 
     return load_model
+
+
+def hpu_drafts_with_output(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """For ``wrap`` on ``HPUModelRunner.sample_tokens``: on the last stage, the drafts
+    proposed after this step's sampling go back in the step's output."""
+    return drafts_with_step_output(
+        fn, _last_stage, lambda runner: runner.scheduler_output is not None
+    )
+
+
+def _last_stage(runner: Any) -> bool:
+    """The runner module's own pipeline group says whether this is the last stage."""
+    return bool(sys.modules[type(runner).__module__].get_pp_group().is_last_rank)

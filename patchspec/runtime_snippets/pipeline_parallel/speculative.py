@@ -31,8 +31,9 @@ things stood in the way:
 
 Inert at pipeline size 1, without a speculative config and under async scheduling
 (whose runners draft and verify on the workers, and whose stages get the sampled tokens
-from the last stage). On HPU, where speculative decoding is refused at pipeline size
-> 1, the engine and the scheduler keep their own path.
+from the last stage). vllm-gaudi's runner has the same two faults (MTP, which it runs
+without async scheduling only): ``drafts.py`` gives its ``sample_tokens`` the first
+fix and its ``_update_states`` calls ``take_accepted_drafts`` at the same statement.
 Hooks import vLLM lazily: they are imported while vLLM's own modules are.
 """
 
@@ -52,6 +53,7 @@ __all__ = [
     "drafts_here",
     "drafts_ride_with_outputs",
     "drafts_with_output",
+    "drafts_with_step_output",
     "pipelined_drafts",
     "take_accepted_drafts",
     "take_drafts_of_output",
@@ -109,12 +111,11 @@ def drafts_here(runner: Any) -> bool:
 
 
 def pipelined_drafts(vllm_config: VllmConfig) -> bool:
-    """Pipeline size > 1, a speculative config, vLLM's runners (not HPU's): the drafts
-    are made on the last stage and the earlier stages run them."""
+    """Pipeline size > 1 and a speculative config: the drafts are made on the last
+    stage and the earlier stages run them."""
     return (
         vllm_config.parallel_config.pipeline_parallel_size > 1
         and vllm_config.speculative_config is not None
-        and vllm_config.device_config.device_type != "hpu"
     )
 
 
@@ -129,12 +130,25 @@ def drafts_ride_with_outputs(vllm_config: VllmConfig) -> bool:
 def drafts_with_output(fn: Callable[..., Any]) -> Callable[..., Any]:
     """For ``wrap`` on ``GPUModelRunner.sample_tokens``: on the last stage, the drafts
     proposed after this step's sampling go back in the step's output."""
+    return drafts_with_step_output(
+        fn, drafts_here, lambda runner: runner.execute_model_state is not None
+    )
+
+
+def drafts_with_step_output(
+    fn: Callable[..., Any],
+    last_stage: Callable[[Any], bool],
+    step_out: Callable[[Any], bool],
+) -> Callable[..., Any]:
+    """``fn`` (a runner's ``sample_tokens``) that, on the stage ``last_stage`` names
+    and when ``step_out`` says a step waits for its sampling, sets the drafts proposed
+    after it on its output. The runner's own ``take_draft_token_ids`` gives them."""
 
     @functools.wraps(fn)
     def sample_tokens(runner: Any, *args: Any, **kwargs: Any) -> Any:
-        if not (drafts_ride_with_outputs(runner.vllm_config) and drafts_here(runner)):
+        if not (drafts_ride_with_outputs(runner.vllm_config) and last_stage(runner)):
             return fn(runner, *args, **kwargs)
-        sampled = runner.execute_model_state is not None
+        sampled = step_out(runner)
         output = fn(runner, *args, **kwargs)
         if sampled:
             setattr(output, DRAFTS, runner.take_draft_token_ids())
@@ -171,12 +185,15 @@ def take_drafts_of_output(scheduler: Scheduler, model_output: Any) -> None:
     )
 
 
-def take_accepted_drafts(runner: Any, scheduler_output: Any) -> None:
+def take_accepted_drafts(
+    runner: Any, scheduler_output: Any, is_last_rank: bool
+) -> None:
     """In ``_update_states``, before the cached requests take this step's tokens: on a
-    stage that does not sample, append to each request the drafts its previous step
-    ran that the last stage accepted (``num_computed_tokens`` went past the tokens the
-    stage holds by that many), then keep this step's drafts for the next."""
-    if not drafts_ride_with_outputs(runner.vllm_config) or drafts_here(runner):
+    stage that does not sample (``is_last_rank``, the method's own), append to each
+    request the drafts its previous step ran that the last stage accepted
+    (``num_computed_tokens`` went past the tokens the stage holds by that many), then
+    keep this step's drafts for the next. vLLM's and vllm-gaudi's runners alike."""
+    if is_last_rank or not drafts_ride_with_outputs(runner.vllm_config):
         return
     ran = _RAN_DRAFTS.setdefault(runner, {})
     for req_id in scheduler_output.finished_req_ids:
@@ -196,6 +213,8 @@ def take_accepted_drafts(runner: Any, scheduler_output: Any) -> None:
         if row is not None:
             start = batch.num_tokens_no_spec[row]
             batch.token_ids_cpu[row, start : start + len(accepted)] = accepted
-            batch.is_token_ids[row, start : start + len(accepted)] = True
+            # vllm-gaudi's batch keeps no is_token_ids
+            if (is_token_ids := getattr(batch, "is_token_ids", None)) is not None:
+                is_token_ids[row, start : start + len(accepted)] = True
             batch.num_tokens_no_spec[row] = start + len(accepted)
     ran.update(scheduler_output.scheduled_spec_decode_tokens)

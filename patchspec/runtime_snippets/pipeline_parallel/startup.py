@@ -5,12 +5,10 @@
 - What the HPU runner's pipeline hooks do not handle yet: pooling models (vllm-gaudi
   calls the model without the previous stage's tensors), multimodal models (the
   vision encoder and ``embed_input_ids`` run on every stage, whose embedding is missing
-  past the first) and speculative decoding: MTP's draft on the last stage is built
-  (``drafts.py``, ``loader.py``, ``buckets.py``) but not the drafts' return with
-  their own step's output nor the earlier stages' accepted drafts, which
-  ``speculative.py`` gives vLLM's runners; an EAGLE or draft model loads its own
-  checkpoint, which the per-stage loader would split by the target's layers. vLLM's
-  own runners are left alone.
+  past the first) and speculative decoding other than MTP (MTP drafts on the last
+  stage: ``drafts.py``, ``loader.py``, ``buckets.py``, ``speculative.py``): an EAGLE or
+  draft model loads its own checkpoint, which the per-stage loader would split by the
+  target's layers. vLLM's own runners are left alone.
 - A transfer timeout that vLLM's step timeout would hide: when a stage waits on a
   silent neighbour for longer than vLLM's executor waits for the step, the engine fails
   with "RPC call to sample_tokens timed out" and the transfer's named error never
@@ -82,13 +80,6 @@ def _unhandled_on_hpu(vllm_config: VllmConfig) -> str | None:
         return (
             f"speculative decoding (method {speculative.method}: only MTP, drafted on "
             "the last stage, is built)"
-        )
-    if speculative is not None:
-        # the draft's model, layers and buckets are built (drafts.py, loader.py,
-        # buckets.py); what vLLM's runners get from speculative.py is not, on HPU
-        return (
-            "MTP drafting (the engine takes the drafts before the step they continue "
-            "has come back, and the earlier stages lose the accepted drafts)"
         )
     return None
 
